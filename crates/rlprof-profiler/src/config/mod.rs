@@ -1,0 +1,1 @@
+//! Configuration: verl-compatible YAML, Hydra-style overrides, validation -> plan.

@@ -1,0 +1,30 @@
+//! The crate's error type.
+
+use std::path::PathBuf;
+
+/// Errors of the profiler crate.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfilerError {
+    /// One or more configuration problems, each already formatted with its YAML path.
+    #[error("invalid configuration:\n{}", .0.iter().map(|e| format!("  - {e}")).collect::<Vec<_>>().join("\n"))]
+    Config(Vec<String>),
+    /// An I/O failure on a file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Raw data that cannot be read.
+    #[error("{path}: corrupt raw data at byte {offset}: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the first bad chunk.
+        offset: u64,
+        /// What was wrong.
+        reason: String,
+    },
+}

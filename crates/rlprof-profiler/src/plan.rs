@@ -1,0 +1,450 @@
+//! The resolved collection plan: what the validated configuration means, with inheritance
+//! applied (rollout and ref follow the actor), ranks resolved and defaults filled in.
+//!
+//! The plan is the contract between the configuration layer (which builds it) and the
+//! controller (which executes it). It holds no YAML and no strings that need parsing.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A collection tool, as named in `global_profiler.tool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tool {
+    /// Nsight Systems (CUDA builds only).
+    Nsys,
+    /// Ascend-layout output (`*_ascend_pt` directories).
+    Npu,
+    /// PyTorch profiler Chrome trace.
+    Torch,
+    /// PyTorch memory snapshot pickle.
+    TorchMemory,
+}
+
+impl Tool {
+    /// All tools, in the order the user document lists them.
+    pub const ALL: [Tool; 4] = [Tool::Nsys, Tool::Npu, Tool::Torch, Tool::TorchMemory];
+
+    /// The name used in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tool::Nsys => "nsys",
+            Tool::Npu => "npu",
+            Tool::Torch => "torch",
+            Tool::TorchMemory => "torch_memory",
+        }
+    }
+
+    /// Parses a YAML tool name.
+    pub fn parse(s: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+/// Collection level of the `npu` tool (profiling.md section 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// Only host/framework data per contents and range markers.
+    LevelNone,
+    /// Ranges + device kernels (default).
+    Level0,
+    /// Level0 + engine API layer, kernel metrics, communication details.
+    Level1,
+    /// Level1 + runtime layer records and host CPU metrics.
+    Level2,
+}
+
+impl Level {
+    /// All levels, lowest first.
+    pub const ALL: [Level; 4] = [Level::LevelNone, Level::Level0, Level::Level1, Level::Level2];
+
+    /// The name used in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::LevelNone => "level_none",
+            Level::Level0 => "level0",
+            Level::Level1 => "level1",
+            Level::Level2 => "level2",
+        }
+    }
+
+    /// Parses a YAML level name.
+    pub fn parse(s: &str) -> Option<Level> {
+        Level::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+}
+
+/// One kind of data a collection may contain (`tool_config.<tool>.contents`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum Content {
+    /// Device-side data (kernels).
+    Npu = 0,
+    /// Host-side framework ops.
+    Cpu = 1,
+    /// Every allocation/free with op attribution.
+    Memory = 2,
+    /// Input shapes and dtypes.
+    Shapes = 3,
+    /// Module hierarchy (`model.layers.0.self_attn`).
+    Module = 4,
+    /// Native call stack.
+    Stack = 5,
+    /// Device ops for the `torch` tool (same data as `npu`).
+    Cuda = 6,
+}
+
+impl Content {
+    /// All content names.
+    pub const ALL: [Content; 7] = [
+        Content::Npu,
+        Content::Cpu,
+        Content::Memory,
+        Content::Shapes,
+        Content::Module,
+        Content::Stack,
+        Content::Cuda,
+    ];
+
+    /// The name used in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Content::Npu => "npu",
+            Content::Cpu => "cpu",
+            Content::Memory => "memory",
+            Content::Shapes => "shapes",
+            Content::Module => "module",
+            Content::Stack => "stack",
+            Content::Cuda => "cuda",
+        }
+    }
+
+    /// Parses a YAML content name.
+    pub fn parse(s: &str) -> Option<Content> {
+        Content::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// The valid content names for a tool.
+    pub fn valid_for(tool: Tool) -> &'static [Content] {
+        match tool {
+            Tool::Torch => &[
+                Content::Cuda,
+                Content::Cpu,
+                Content::Memory,
+                Content::Shapes,
+                Content::Stack,
+            ],
+            _ => &[
+                Content::Npu,
+                Content::Cpu,
+                Content::Memory,
+                Content::Shapes,
+                Content::Module,
+                Content::Stack,
+            ],
+        }
+    }
+}
+
+/// A set of [`Content`] flags, stored as a bitmask so the hot path can test it cheaply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Contents(pub u32);
+
+impl Contents {
+    /// The empty set.
+    pub const EMPTY: Contents = Contents(0);
+
+    /// Whether `c` is in the set. Device data asked as `npu` or `cuda` are the same thing.
+    pub fn has(self, c: Content) -> bool {
+        let mask = match c {
+            Content::Npu | Content::Cuda => (1 << Content::Npu as u32) | (1 << Content::Cuda as u32),
+            other => 1 << other as u32,
+        };
+        self.0 & mask != 0
+    }
+
+    /// Adds `c` to the set.
+    pub fn insert(&mut self, c: Content) {
+        self.0 |= 1 << c as u32;
+    }
+
+    /// The contents in the set, in declaration order.
+    pub fn to_vec(self) -> Vec<Content> {
+        Content::ALL
+            .into_iter()
+            .filter(|c| self.0 & (1 << *c as u32) != 0)
+            .collect()
+    }
+}
+
+impl FromIterator<Content> for Contents {
+    fn from_iter<I: IntoIterator<Item = Content>>(iter: I) -> Self {
+        let mut s = Contents::EMPTY;
+        for c in iter {
+            s.insert(c);
+        }
+        s
+    }
+}
+
+impl Serialize for Contents {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.to_vec())
+    }
+}
+
+/// A role of the RL job that has a `profiler` block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// `actor_rollout_ref.actor`
+    Actor,
+    /// `actor_rollout_ref.rollout`
+    Rollout,
+    /// `actor_rollout_ref.ref`
+    Ref,
+    /// `critic`
+    Critic,
+    /// `reward_model`
+    RewardModel,
+}
+
+impl Role {
+    /// Name used in YAML and in `config check --json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Actor => "actor",
+            Role::Rollout => "rollout",
+            Role::Ref => "ref",
+            Role::Critic => "critic",
+            Role::RewardModel => "reward_model",
+        }
+    }
+
+    /// YAML path of the role's `profiler` block.
+    pub fn yaml_path(self) -> &'static str {
+        match self {
+            Role::Actor => "actor_rollout_ref.actor.profiler",
+            Role::Rollout => "actor_rollout_ref.rollout.profiler",
+            Role::Ref => "actor_rollout_ref.ref.profiler",
+            Role::Critic => "critic.profiler",
+            Role::RewardModel => "reward_model.profiler",
+        }
+    }
+}
+
+/// A call into a role's worker, as the reference system annotates them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum RoleCall {
+    /// Rollout generation.
+    GenerateSequences,
+    /// Old log-probs under the actor.
+    ComputeLogProb,
+    /// Log-probs under the frozen reference policy.
+    ComputeRefLogProb,
+    /// PPO update of the actor.
+    UpdateActor,
+    /// Critic values.
+    ComputeValues,
+    /// Critic update.
+    UpdateCritic,
+    /// Reward-model scores.
+    ComputeRmScore,
+}
+
+impl RoleCall {
+    /// All role calls.
+    pub const ALL: [RoleCall; 7] = [
+        RoleCall::GenerateSequences,
+        RoleCall::ComputeLogProb,
+        RoleCall::ComputeRefLogProb,
+        RoleCall::UpdateActor,
+        RoleCall::ComputeValues,
+        RoleCall::UpdateCritic,
+        RoleCall::ComputeRmScore,
+    ];
+
+    /// The function name (`generate_sequences`, ...), used as the range marker name.
+    pub fn function_name(self) -> &'static str {
+        match self {
+            RoleCall::GenerateSequences => "generate_sequences",
+            RoleCall::ComputeLogProb => "compute_log_prob",
+            RoleCall::ComputeRefLogProb => "compute_ref_log_prob",
+            RoleCall::UpdateActor => "update_actor",
+            RoleCall::ComputeValues => "compute_values",
+            RoleCall::UpdateCritic => "update_critic",
+            RoleCall::ComputeRmScore => "compute_rm_score",
+        }
+    }
+
+    /// The annotated role name (`rollout_generate`, ...), used as the discrete-mode directory.
+    pub fn annotated_name(self) -> &'static str {
+        match self {
+            RoleCall::GenerateSequences => "rollout_generate",
+            RoleCall::ComputeLogProb => "actor_compute_log_prob",
+            RoleCall::ComputeRefLogProb => "ref_compute_log_prob",
+            RoleCall::UpdateActor => "actor_update",
+            RoleCall::ComputeValues => "compute_values",
+            RoleCall::UpdateCritic => "critic_update",
+            RoleCall::ComputeRmScore => "compute_rm_score",
+        }
+    }
+
+    /// The role whose `profiler` block governs this call.
+    pub fn role(self) -> Role {
+        match self {
+            RoleCall::GenerateSequences => Role::Rollout,
+            RoleCall::ComputeLogProb | RoleCall::UpdateActor => Role::Actor,
+            RoleCall::ComputeRefLogProb => Role::Ref,
+            RoleCall::ComputeValues | RoleCall::UpdateCritic => Role::Critic,
+            RoleCall::ComputeRmScore => Role::RewardModel,
+        }
+    }
+}
+
+/// `global_tool_config.torch_memory` / `tool_config.torch_memory`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TorchMemoryOptions {
+    /// Maximum device-trace entries in a snapshot.
+    pub trace_alloc_max_entries: u64,
+    /// Frames kept per trace entry.
+    pub stack_depth: u32,
+}
+
+impl Default for TorchMemoryOptions {
+    fn default() -> Self {
+        TorchMemoryOptions {
+            trace_alloc_max_entries: 100_000,
+            stack_depth: 32,
+        }
+    }
+}
+
+/// Per-collection size caps (profiling.md section 7). `None` means unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Caps {
+    /// Maximum number of recorded events per collection.
+    pub max_events: Option<u64>,
+    /// Maximum raw bytes per collection.
+    pub max_bytes: Option<u64>,
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Caps {
+            max_events: Some(50_000_000),
+            max_bytes: Some(2 << 30),
+        }
+    }
+}
+
+/// The effective settings of one role after inheritance and validation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RolePlan {
+    /// `profiler.enable`.
+    pub enable: bool,
+    /// `profiler.all_ranks`.
+    pub all_ranks: bool,
+    /// Ranks that collect, resolved (`all_ranks` expanded); empty = none.
+    pub ranks: Vec<u32>,
+    /// Tool of this role.
+    pub tool: Tool,
+    /// `tool_config.npu.level` (level0 for other tools).
+    pub level: Level,
+    /// Resolved contents: never empty when enabled (`[]` means `[npu, cpu]`).
+    pub contents: Contents,
+    /// Parse automatically after each collection.
+    pub analysis: bool,
+    /// One collection per role call instead of per step.
+    pub discrete: bool,
+    /// Root directory for this role's collections.
+    pub save_path: PathBuf,
+    /// `tool_config.torch.step_start` / `step_end` (informational; steps come from the global list).
+    pub torch_step_start: i64,
+    /// See `torch_step_start`.
+    pub torch_step_end: i64,
+    /// torch_memory options.
+    pub torch_memory: TorchMemoryOptions,
+    /// Size caps.
+    pub caps: Caps,
+}
+
+impl RolePlan {
+    /// Whether this role collects on `rank`.
+    pub fn collects_on(&self, rank: u32) -> bool {
+        self.enable && self.ranks.contains(&rank)
+    }
+}
+
+/// nsys global options (`global_profiler.global_tool_config.nsys`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct NsysOptions {
+    /// `discrete`.
+    pub discrete: bool,
+    /// `controller_nsight_options` as given.
+    pub controller_nsight_options: BTreeMap<String, serde_json::Value>,
+    /// `worker_nsight_options` as given.
+    pub worker_nsight_options: BTreeMap<String, serde_json::Value>,
+}
+
+/// The whole collection plan of a job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProfilePlan {
+    /// The chosen tool (None only when nothing collects).
+    pub tool: Option<Tool>,
+    /// Why this tool was chosen (`global_profiler.tool`, or inferred from a tool_config block).
+    pub tool_source: String,
+    /// Listed steps, sorted, deduplicated, 1-based.
+    pub steps: Vec<u64>,
+    /// `profile_continuous_steps`.
+    pub profile_continuous_steps: bool,
+    /// `global_profiler.save_path`.
+    pub save_path: PathBuf,
+    /// `trainer.nnodes * trainer.n_gpus_per_node`.
+    pub world_size: u32,
+    /// Steps grouped into collections: `[[1,2],[5]]` when continuous, `[[1],[2],[5]]` otherwise.
+    pub step_groups: Vec<Vec<u64>>,
+    /// Effective settings per role present in the job.
+    pub roles: BTreeMap<Role, RolePlan>,
+    /// nsys global options.
+    pub nsys: NsysOptions,
+    /// Global torch_memory options.
+    pub torch_memory: TorchMemoryOptions,
+    /// Non-fatal findings to print at start-up (one line each).
+    pub warnings: Vec<String>,
+}
+
+impl ProfilePlan {
+    /// A plan that never collects (for programs that do not profile).
+    pub fn disabled(world_size: u32) -> ProfilePlan {
+        ProfilePlan {
+            tool: None,
+            tool_source: "no steps listed".into(),
+            steps: vec![],
+            profile_continuous_steps: false,
+            save_path: PathBuf::from("outputs/profile"),
+            world_size,
+            step_groups: vec![],
+            roles: BTreeMap::new(),
+            nsys: NsysOptions::default(),
+            torch_memory: TorchMemoryOptions::default(),
+            warnings: vec![],
+        }
+    }
+
+    /// The step group containing `step`, if it is profiled.
+    pub fn group_of(&self, step: u64) -> Option<&[u64]> {
+        self.step_groups
+            .iter()
+            .find(|g| g.contains(&step))
+            .map(|g| g.as_slice())
+    }
+
+    /// The settings of `role`, if the role is present.
+    pub fn role(&self, role: Role) -> Option<&RolePlan> {
+        self.roles.get(&role)
+    }
+}
