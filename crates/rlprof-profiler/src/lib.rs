@@ -1,12 +1,41 @@
 //! rlprof-profiler: collect performance data from RL post-training jobs.
 //!
 //! Layers, with data flowing one way: [`config`] (YAML + overrides -> [`plan::ProfilePlan`]) ->
-//! [`controller`] (which step/role/rank collects) -> [`recorder`] (fixed-size binary records in
-//! thread-local buffers) -> [`raw`] (self-checking chunked raw files). Parsing and exporting live
-//! in other crates; this crate is usable by any Rust program on its own.
+//! [`controller`] (which step/role/rank collects, end-to-end or discrete) -> [`recorder`]
+//! (fixed-size binary [`record::Record`]s in thread-local buffers, TSC timestamps) -> [`raw`]
+//! (self-checking chunked raw files). Parsing and exporting live in other crates; this crate is
+//! usable by any Rust program on its own and depends on no trainer.
+//!
+//! ```
+//! use rlprof_profiler::{Profiler, plan::{ProfilePlan, RoleCall}, phase, op, name, NameId};
+//! let profiler = Profiler::new(ProfilePlan::disabled(1));
+//! let rank = profiler.rank(0);
+//! let _bound = rank.bind_thread();
+//! let _step = rank.step(1);
+//! let _call = rank.role_call(RoleCall::UpdateActor);
+//! let _ph = phase("update_actor");
+//! let _op = op(name!("matmul"), NameId::NONE);
+//! ```
 
+pub mod api;
+pub mod clock;
 pub mod config;
+pub mod controller;
 pub mod error;
+pub mod intern;
 pub mod plan;
+pub mod raw;
+pub mod record;
+pub mod recorder;
+pub mod tracing_layer;
 
+pub use api::{
+    comm, counter, instant, kernel, mem_alloc, mem_free, now, op, phase, scope, wants, CommGuard,
+    OpGuard, RangeGuard,
+};
+pub use controller::{CompletedCollection, Profiler, RankProfiler, RoleCallGuard, StepGuard};
 pub use error::ProfilerError;
+pub use intern::{intern, intern_shapes, resolve, NameId};
+pub use plan::{Content, ProfilePlan, Role, RoleCall, Tool};
+pub use recorder::ThreadBinding;
+pub use tracing_layer::RlprofLayer;

@@ -1,0 +1,334 @@
+//! The instrumentation API: free functions and RAII guards that record into the collection of
+//! the calling thread's rank (see [`crate::RankProfiler::bind_thread`]).
+//!
+//! Every function here starts with the one-relaxed-load check of [`crate::recorder::begin`]; when
+//! nothing collects they cost a load and a branch, and the guards are empty.
+//!
+//! ```
+//! use rlprof_profiler::{op, phase, name, intern};
+//! let module = intern("model.layers.0.mlp.up_proj");
+//! {
+//!     let _p = phase("gen");
+//!     let _o = op(name!("matmul"), module);
+//!     // ... the work ...
+//! }
+//! ```
+
+use crate::intern::{self, NameId};
+use crate::plan::Content;
+use crate::record::{Kind, RangeCat, Record};
+use crate::recorder::{self, Open};
+
+/// Current raw ticks (for [`kernel`] start/end stamps).
+#[inline(always)]
+pub fn now() -> u64 {
+    crate::clock::now()
+}
+
+/// Whether the calling thread's rank records `content` right now (e.g. test
+/// `wants(Content::Shapes)` before computing a shape id).
+#[inline(always)]
+pub fn wants(content: Content) -> bool {
+    recorder::wants(content)
+}
+
+/// A host range; records `[enter, drop)` when it was opened inside a collection.
+#[must_use = "the range ends when the guard is dropped"]
+pub struct RangeGuard {
+    open: Option<Open>,
+    name: NameId,
+    cat: RangeCat,
+}
+
+impl RangeGuard {
+    /// Opens a range with an interned name.
+    #[inline(always)]
+    pub fn new(name: NameId, cat: RangeCat) -> RangeGuard {
+        RangeGuard {
+            open: recorder::begin(None),
+            name,
+            cat,
+        }
+    }
+}
+
+impl Drop for RangeGuard {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(o) = self.open.take() {
+            recorder::end(o, Kind::Range as u8, self.cat as u8, self.name.0);
+        }
+    }
+}
+
+/// A user range with an interned name.
+#[inline(always)]
+pub fn scope(name: NameId) -> RangeGuard {
+    RangeGuard::new(name, RangeCat::User)
+}
+
+/// A trainer phase marker (`gen`, `reward`, `old_log_prob`, `ref`, `adv`, `update_actor`,
+/// `update_weights`, ...). The name is interned only when a collection is recording.
+pub fn phase(name: &'static str) -> RangeGuard {
+    let open = recorder::begin(None);
+    RangeGuard {
+        name: if open.is_some() {
+            intern::intern(name)
+        } else {
+            NameId::NONE
+        },
+        open,
+        cat: RangeCat::Phase,
+    }
+}
+
+/// A framework (tensor) op: name, module path, and optionally shapes/dtypes. Recorded when the
+/// collection has the `cpu` content; module and shapes per the `module`/`shapes` contents.
+#[must_use = "the op ends when the guard is dropped"]
+pub struct OpGuard {
+    open: Option<Open>,
+    name: NameId,
+    module: NameId,
+    shapes: NameId,
+    dtypes: NameId,
+    prev_op: u32,
+}
+
+/// Opens an op range. Memory events on this thread while it is open are attributed to it.
+#[inline(always)]
+pub fn op(name: NameId, module: NameId) -> OpGuard {
+    let open = recorder::begin(Some(Content::Cpu));
+    let prev_op = if open.is_some() {
+        recorder::set_current_op(name.0)
+    } else {
+        0
+    };
+    OpGuard {
+        open,
+        name,
+        module,
+        shapes: NameId::NONE,
+        dtypes: NameId::NONE,
+        prev_op,
+    }
+}
+
+impl OpGuard {
+    /// Whether this op is being recorded (compute shapes only then).
+    #[inline(always)]
+    pub fn is_recording(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// Attaches input shapes (from [`crate::intern_shapes`]).
+    #[inline]
+    pub fn shapes(&mut self, shapes: NameId) -> &mut Self {
+        self.shapes = shapes;
+        self
+    }
+
+    /// Attaches input dtypes (an interned `"float32;float32"`).
+    #[inline]
+    pub fn dtypes(&mut self, dtypes: NameId) -> &mut Self {
+        self.dtypes = dtypes;
+        self
+    }
+}
+
+impl Drop for OpGuard {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(o) = self.open.take() {
+            recorder::set_current_op(self.prev_op);
+            recorder::end(o, Kind::Range as u8, RangeCat::Op as u8, self.name.0);
+            if self.module != NameId::NONE
+                || self.shapes != NameId::NONE
+                || self.dtypes != NameId::NONE
+            {
+                recorder::push(
+                    o.gen(),
+                    Record {
+                        ts: self.module.0 as u64 | (self.shapes.0 as u64) << 32,
+                        a: self.dtypes.0 as u64,
+                        name: 0,
+                        kind: Kind::Ext as u8,
+                        cat: 0,
+                        aux: 0,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// Records a device kernel that ran `[start, end)` (ticks from [`now`]), with its FLOPs and
+/// bytes moved when known (0 = unknown). Recorded with the `npu`/`cuda` content.
+#[inline]
+pub fn kernel(name: NameId, start: u64, end: u64, flops: u64, bytes: u64) {
+    if let Some(gen) = recorder::active_gen(Some(Content::Npu)) {
+        recorder::push(
+            gen,
+            Record {
+                ts: start,
+                a: end,
+                name: name.0,
+                kind: Kind::Kernel as u8,
+                cat: 1,
+                aux: 0,
+            },
+        );
+        if flops != 0 || bytes != 0 {
+            recorder::push(
+                gen,
+                Record {
+                    ts: flops,
+                    a: bytes,
+                    name: 0,
+                    kind: Kind::Ext as u8,
+                    cat: 0,
+                    aux: 0,
+                },
+            );
+        }
+    }
+}
+
+fn memory(free: bool, addr: u64, bytes: u64) {
+    if let Some(gen) = recorder::active_gen(Some(Content::Memory)) {
+        let ts = now();
+        recorder::push(
+            gen,
+            Record {
+                ts,
+                a: 0,
+                name: recorder::current_op(),
+                kind: Kind::Memory as u8,
+                cat: free as u8,
+                aux: 0,
+            },
+        );
+        recorder::push(
+            gen,
+            Record {
+                ts: addr,
+                a: bytes,
+                name: 0,
+                kind: Kind::Ext as u8,
+                cat: 0,
+                aux: 0,
+            },
+        );
+    }
+}
+
+/// Records an allocation of `bytes` at `addr`, attributed to the op open on this thread.
+#[inline]
+pub fn mem_alloc(addr: u64, bytes: u64) {
+    memory(false, addr, bytes)
+}
+
+/// Records the release of the allocation at `addr`.
+#[inline]
+pub fn mem_free(addr: u64, bytes: u64) {
+    memory(true, addr, bytes)
+}
+
+/// A collective communication op; records `[enter, drop)` with bytes, group and wait time.
+#[must_use = "the collective ends when the guard is dropped"]
+pub struct CommGuard {
+    open: Option<Open>,
+    name: NameId,
+    group: NameId,
+    bytes: u64,
+    wait: u64,
+    peer: u16,
+}
+
+/// Opens a collective (`all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`, `barrier`).
+#[inline(always)]
+pub fn comm(name: NameId, group: NameId, bytes: u64) -> CommGuard {
+    CommGuard {
+        open: recorder::begin(None),
+        name,
+        group,
+        bytes,
+        wait: 0,
+        peer: 0,
+    }
+}
+
+impl CommGuard {
+    /// Ticks spent waiting for the slowest peer (see the communicator for the method).
+    #[inline]
+    pub fn set_wait_ticks(&mut self, ticks: u64) {
+        self.wait = ticks;
+    }
+
+    /// For point-to-point ops: the peer rank.
+    #[inline]
+    pub fn set_peer(&mut self, rank: u16) {
+        self.peer = rank.saturating_add(1);
+    }
+
+    /// Whether this collective is being recorded.
+    pub fn is_recording(&self) -> bool {
+        self.open.is_some()
+    }
+}
+
+impl Drop for CommGuard {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(o) = self.open.take() {
+            let gen = o.gen();
+            recorder::end(o, Kind::Comm as u8, 0, self.name.0);
+            recorder::push(
+                gen,
+                Record {
+                    ts: self.bytes,
+                    a: self.wait,
+                    name: self.group.0,
+                    kind: Kind::Ext as u8,
+                    cat: 0,
+                    aux: self.peer,
+                },
+            );
+        }
+    }
+}
+
+/// An instant event with a value.
+#[inline]
+pub fn instant(name: NameId, value: u64) {
+    if let Some(gen) = recorder::active_gen(None) {
+        recorder::push(
+            gen,
+            Record {
+                ts: now(),
+                a: value,
+                name: name.0,
+                kind: Kind::Instant as u8,
+                cat: 0,
+                aux: 0,
+            },
+        );
+    }
+}
+
+/// A counter sample.
+#[inline]
+pub fn counter(name: NameId, value: u64) {
+    if let Some(gen) = recorder::active_gen(None) {
+        recorder::push(
+            gen,
+            Record {
+                ts: now(),
+                a: value,
+                name: name.0,
+                kind: Kind::Counter as u8,
+                cat: 0,
+                aux: 0,
+            },
+        );
+    }
+}

@@ -1,0 +1,117 @@
+//! Timestamps for the hot path.
+//!
+//! Records carry raw TSC-class ticks (`quanta`'s raw counter: `rdtsc` where the TSC is invariant,
+//! the monotonic clock otherwise). Raw files also carry [`Calibration`] points that pair a tick
+//! value with `CLOCK_MONOTONIC` and wall-clock nanoseconds; the parser maps ticks to nanoseconds
+//! by a linear fit between two points, so conversion never happens on the hot path. Monotonic
+//! nanoseconds share one base across all processes of a host, which makes ranks comparable.
+
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+static CLOCK: OnceLock<quanta::Clock> = OnceLock::new();
+
+fn clock() -> &'static quanta::Clock {
+    CLOCK.get_or_init(quanta::Clock::new)
+}
+
+/// Current raw tick count (a few nanoseconds to read; not yet converted to time).
+#[inline(always)]
+pub fn now() -> u64 {
+    clock().raw()
+}
+
+/// A pairing of raw ticks with monotonic and wall-clock nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Calibration {
+    /// Raw ticks.
+    pub ticks: u64,
+    /// `CLOCK_MONOTONIC` in nanoseconds at the same instant.
+    pub mono_ns: u64,
+    /// Unix wall-clock time in nanoseconds at the same instant.
+    pub wall_ns: u64,
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Unix wall-clock time in nanoseconds.
+pub fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Takes a calibration point (ticks read on both sides of the clock reads, averaged).
+pub fn calibrate() -> Calibration {
+    let t0 = now();
+    let mono_ns = monotonic_ns();
+    let wall_ns = wall_ns();
+    let t1 = now();
+    Calibration {
+        ticks: t0 + (t1.saturating_sub(t0)) / 2,
+        mono_ns,
+        wall_ns,
+    }
+}
+
+/// Maps raw ticks to monotonic nanoseconds from two calibration points.
+#[derive(Debug, Clone, Copy)]
+pub struct TickMapper {
+    base_ticks: u64,
+    base_ns: u64,
+    ns_per_tick: f64,
+}
+
+impl TickMapper {
+    /// Builds a mapper from the first and last calibration points of a file. With a single
+    /// point (or points too close together) the rate is taken from this process's clock.
+    pub fn new(first: Calibration, last: Calibration) -> TickMapper {
+        let dt = last.ticks.saturating_sub(first.ticks);
+        let dn = last.mono_ns.saturating_sub(first.mono_ns);
+        let ns_per_tick = if dt > 1_000_000 && dn > 0 {
+            dn as f64 / dt as f64
+        } else {
+            local_ns_per_tick()
+        };
+        TickMapper {
+            base_ticks: first.ticks,
+            base_ns: first.mono_ns,
+            ns_per_tick,
+        }
+    }
+
+    /// Monotonic nanoseconds of a tick value.
+    pub fn to_ns(&self, ticks: u64) -> u64 {
+        let d = ticks as i128 - self.base_ticks as i128;
+        (self.base_ns as i128 + (d as f64 * self.ns_per_tick) as i128).max(0) as u64
+    }
+
+    /// Nanoseconds in a tick interval.
+    pub fn span_ns(&self, start: u64, end: u64) -> u64 {
+        (end.saturating_sub(start) as f64 * self.ns_per_tick) as u64
+    }
+}
+
+/// Nanoseconds per raw tick of this process's clock.
+pub fn local_ns_per_tick() -> f64 {
+    let c = clock();
+    let a = c.raw();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let b = c.raw();
+    let ns = c.delta_as_nanos(a, b);
+    if b > a {
+        ns as f64 / (b - a) as f64
+    } else {
+        1.0
+    }
+}

@@ -1,0 +1,489 @@
+//! The collection controller: decides, per rank, when a collection starts and stops (at step
+//! boundaries in end-to-end mode, around role calls in discrete mode, across runs of steps with
+//! `profile_continuous_steps`), lays out its directory and hands finished collections on.
+//!
+//! Output layout (profiling.md section 5):
+//! `{save_path}/step{N}/{e2e|rollout_generate|actor_compute_log_prob|...}/{host}_{pid}_{ts17}_{tool}_pt/`
+//! holding `rlprof_raw/rank_{rank}.rlraw`. The directory is written under a `.tmp` name and renamed
+//! when the collection stops; an existing name is never reused (the timestamp field is bumped).
+//!
+//! ```
+//! use rlprof_profiler::{Profiler, plan::{ProfilePlan, RoleCall}};
+//! let profiler = Profiler::new(ProfilePlan::disabled(1));
+//! let rank = profiler.rank(0);
+//! let _bound = rank.bind_thread();
+//! for step in 1..=2 {
+//!     let _s = rank.step(step);
+//!     let _c = rank.role_call(RoleCall::GenerateSequences);
+//! }
+//! assert!(profiler.completed().is_empty());
+//! ```
+
+use crate::clock;
+use crate::intern;
+use crate::plan::{ProfilePlan, Role, RoleCall, RolePlan, Tool};
+use crate::raw::RawWriter;
+use crate::record::{Kind, RangeCat};
+use crate::recorder::{self, RankContext, Sink, SinkStats, ThreadBinding};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Callback run when a collection completes (must not block: spawn long work).
+pub type CompletionHook = Arc<dyn Fn(&CompletedCollection) + Send + Sync>;
+
+/// A finished collection.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompletedCollection {
+    /// The collection directory (final name).
+    pub dir: PathBuf,
+    /// The raw file inside it.
+    pub raw_file: PathBuf,
+    /// Rank that collected.
+    pub rank: u32,
+    /// Tool.
+    pub tool: Tool,
+    /// Whether to parse automatically.
+    pub analysis: bool,
+    /// Steps covered.
+    pub steps: Vec<u64>,
+    /// `e2e` or the role name of the discrete call.
+    pub role_dir: String,
+    /// Events written.
+    pub events: u64,
+    /// Raw bytes.
+    pub bytes: u64,
+    /// Whether a cap truncated it.
+    pub truncated: bool,
+    /// Whether writing failed (data partial).
+    pub failed: bool,
+}
+
+struct Inner {
+    plan: ProfilePlan,
+    host: String,
+    pid: u32,
+    hook: RwLock<Option<CompletionHook>>,
+    completed: Mutex<Vec<CompletedCollection>>,
+    names: Mutex<()>,
+}
+
+/// The per-process profiler: owns the plan; hands out one [`RankProfiler`] per rank.
+#[derive(Clone)]
+pub struct Profiler {
+    inner: Arc<Inner>,
+}
+
+impl Profiler {
+    /// A profiler executing `plan`.
+    pub fn new(plan: ProfilePlan) -> Profiler {
+        Profiler {
+            inner: Arc::new(Inner {
+                plan,
+                host: hostname(),
+                pid: std::process::id(),
+                hook: RwLock::new(None),
+                completed: Mutex::new(Vec::new()),
+                names: Mutex::new(()),
+            }),
+        }
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &ProfilePlan {
+        &self.inner.plan
+    }
+
+    /// The controller of `rank` (each call makes a new, independent rank state; call once per rank).
+    pub fn rank(&self, rank: u32) -> RankProfiler {
+        RankProfiler {
+            inner: self.inner.clone(),
+            rank,
+            ctx: RankContext::new(),
+            state: Arc::new(Mutex::new(RankState::default())),
+        }
+    }
+
+    /// Sets the hook called for each completed collection (e.g. to start automatic analysis).
+    pub fn on_complete(&self, hook: impl Fn(&CompletedCollection) + Send + Sync + 'static) {
+        *self.inner.hook.write().expect("hook") = Some(Arc::new(hook));
+    }
+
+    /// Every collection completed so far, in completion order.
+    pub fn completed(&self) -> Vec<CompletedCollection> {
+        self.inner.completed.lock().expect("completed").clone()
+    }
+}
+
+#[derive(Default)]
+struct RankState {
+    step: Option<u64>,
+    active: Option<Active>,
+}
+
+struct Active {
+    sink: Arc<Sink>,
+    tmp_dir: PathBuf,
+    final_dir: PathBuf,
+    raw_file: PathBuf,
+    plan: RolePlan,
+    steps: Vec<u64>,
+    role_dir: String,
+    discrete: bool,
+}
+
+/// The controller of one rank. Cheap to clone; clones share state.
+#[derive(Clone)]
+pub struct RankProfiler {
+    inner: Arc<Inner>,
+    rank: u32,
+    ctx: Arc<RankContext>,
+    state: Arc<Mutex<RankState>>,
+}
+
+/// Guard of a training step (see [`RankProfiler::step`]).
+#[must_use = "the step ends when the guard is dropped"]
+pub struct StepGuard {
+    rank: RankProfiler,
+    step: u64,
+    range: Option<recorder::Open>,
+}
+
+/// Guard of a role call (see [`RankProfiler::role_call`]).
+#[must_use = "the role call ends when the guard is dropped"]
+pub struct RoleCallGuard {
+    rank: RankProfiler,
+    call: RoleCall,
+    range: Option<recorder::Open>,
+    started_discrete: bool,
+}
+
+impl RankProfiler {
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Binds the calling thread to this rank: instrumentation points on the thread record into
+    /// this rank's collections until the returned guard drops.
+    pub fn bind_thread(&self) -> ThreadBinding {
+        ThreadBinding::bind(self.ctx.clone())
+    }
+
+    /// Whether a collection is recording on this rank now.
+    pub fn is_recording(&self) -> bool {
+        self.ctx.is_recording()
+    }
+
+    /// The plan of the role that collects end-to-end on this rank, if any.
+    fn e2e_plan(&self) -> Option<&RolePlan> {
+        [
+            Role::Actor,
+            Role::Rollout,
+            Role::Ref,
+            Role::Critic,
+            Role::RewardModel,
+        ]
+        .into_iter()
+        .filter_map(|r| self.inner.plan.role(r))
+        .find(|p| !p.discrete && p.collects_on(self.rank))
+    }
+
+    /// Enters training step `step` (1-based). In end-to-end mode this starts the collection at
+    /// the first step of a profiled group; dropping the guard of the group's last step stops it.
+    pub fn step(&self, step: u64) -> StepGuard {
+        {
+            let mut st = self.state.lock().expect("state");
+            st.step = Some(step);
+            if st.active.is_none() {
+                if let (Some(group), Some(plan)) = (self.inner.plan.group_of(step), self.e2e_plan())
+                {
+                    if group.first() == Some(&step) {
+                        st.active = self.start(plan.clone(), group.to_vec(), "e2e".into(), false);
+                    }
+                }
+            }
+        }
+        StepGuard {
+            rank: self.clone(),
+            step,
+            range: recorder::begin(None),
+        }
+    }
+
+    /// Enters a role call. In discrete mode, when the current step is profiled and the call's
+    /// role collects on this rank, a collection of its own covers exactly this call.
+    pub fn role_call(&self, call: RoleCall) -> RoleCallGuard {
+        let mut started_discrete = false;
+        {
+            let mut st = self.state.lock().expect("state");
+            if st.active.is_none() {
+                let step = st.step;
+                let group = step.and_then(|s| self.inner.plan.group_of(s));
+                let plan = self
+                    .inner
+                    .plan
+                    .role(call.role())
+                    .filter(|p| p.discrete && p.collects_on(self.rank));
+                if let (Some(step), Some(_), Some(plan)) = (step, group, plan) {
+                    st.active = self.start(
+                        plan.clone(),
+                        vec![step],
+                        call.annotated_name().into(),
+                        true,
+                    );
+                    started_discrete = st.active.is_some();
+                }
+            }
+        }
+        RoleCallGuard {
+            rank: self.clone(),
+            call,
+            range: recorder::begin(None),
+            started_discrete,
+        }
+    }
+
+    fn start(
+        &self,
+        plan: RolePlan,
+        steps: Vec<u64>,
+        role_dir: String,
+        discrete: bool,
+    ) -> Option<Active> {
+        match self.try_start(&plan, &steps, &role_dir) {
+            Ok((sink, tmp_dir, final_dir, raw_file)) => Some(Active {
+                sink,
+                tmp_dir,
+                final_dir,
+                raw_file,
+                plan,
+                steps,
+                role_dir,
+                discrete,
+            }),
+            Err(e) => {
+                tracing::warn!(
+                    rank = self.rank,
+                    "profiling collection for step {} ({role_dir}) disabled, training continues: {e}",
+                    step_label(&steps)
+                );
+                None
+            }
+        }
+    }
+
+    fn try_start(
+        &self,
+        plan: &RolePlan,
+        steps: &[u64],
+        role_dir: &str,
+    ) -> Result<(Arc<Sink>, PathBuf, PathBuf, PathBuf), crate::ProfilerError> {
+        let parent = plan
+            .save_path
+            .join(format!("step{}", step_label(steps)))
+            .join(role_dir);
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| crate::ProfilerError::Io { path, source }
+        };
+        std::fs::create_dir_all(&parent).map_err(io(&parent))?;
+        let suffix = match plan.tool {
+            Tool::Npu => "ascend_pt",
+            Tool::Torch => "torch_pt",
+            Tool::TorchMemory => "torch_memory_pt",
+            Tool::Nsys => "nsys_pt",
+        };
+        let (tmp_dir, final_dir) = {
+            let _g = self.inner.names.lock().expect("names");
+            let mut ts = timestamp17(clock::wall_ns());
+            loop {
+                let name = format!("{}_{}_{}_{}", self.inner.host, self.inner.pid, ts, suffix);
+                let final_dir = parent.join(&name);
+                let tmp_dir = parent.join(format!("{name}.tmp"));
+                if !final_dir.exists() {
+                    match std::fs::create_dir(&tmp_dir) {
+                        Ok(()) => break (tmp_dir, final_dir),
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                        Err(e) => return Err(io(&tmp_dir)(e)),
+                    }
+                }
+                ts += 1;
+            }
+        };
+        let raw_dir = tmp_dir.join("rlprof_raw");
+        std::fs::create_dir(&raw_dir).map_err(io(&raw_dir))?;
+        let raw_path = raw_dir.join(format!("rank_{}.rlraw", self.rank));
+        let mut w = RawWriter::create(&raw_path)?;
+        let cal = clock::calibrate();
+        let meta = serde_json::json!({
+            "format_version": crate::raw::FORMAT_VERSION,
+            "tool": plan.tool,
+            "level": plan.level,
+            "contents": plan.contents,
+            "analysis": plan.analysis,
+            "rank": self.rank,
+            "world_size": self.inner.plan.world_size,
+            "host": self.inner.host,
+            "pid": self.inner.pid,
+            "steps": steps,
+            "role_dir": role_dir,
+            "discrete": role_dir != "e2e",
+            "caps": plan.caps,
+            "torch_memory": plan.torch_memory,
+            "start_wall_ns": cal.wall_ns,
+            "start_mono_ns": cal.mono_ns,
+            "ns_per_tick": clock::local_ns_per_tick(),
+        });
+        w.write_meta(&meta)?;
+        w.write_calibration(cal)?;
+        let final_raw = final_dir
+            .join("rlprof_raw")
+            .join(format!("rank_{}.rlraw", self.rank));
+        let sink = self.ctx.start(w, plan.contents, plan.caps);
+        Ok((sink, tmp_dir, final_dir, final_raw))
+    }
+
+    fn stop(&self, active: Active) {
+        let stats: SinkStats = match self.ctx.stop() {
+            Some(sink) => {
+                debug_assert!(Arc::ptr_eq(&sink, &active.sink));
+                sink.finish()
+            }
+            None => active.sink.finish(),
+        };
+        if let Err(e) = std::fs::rename(&active.tmp_dir, &active.final_dir) {
+            tracing::warn!(
+                "cannot rename {} to {}: {e}; the raw data stays under the temporary name",
+                active.tmp_dir.display(),
+                active.final_dir.display()
+            );
+            return;
+        }
+        let done = CompletedCollection {
+            dir: active.final_dir,
+            raw_file: active.raw_file,
+            rank: self.rank,
+            tool: active.plan.tool,
+            analysis: active.plan.analysis,
+            steps: active.steps,
+            role_dir: active.role_dir,
+            events: stats.events,
+            bytes: stats.bytes,
+            truncated: stats.truncated.is_some(),
+            failed: stats.failed,
+        };
+        self.inner
+            .completed
+            .lock()
+            .expect("completed")
+            .push(done.clone());
+        let hook = self.inner.hook.read().expect("hook").clone();
+        if let Some(h) = hook {
+            h(&done);
+        }
+    }
+}
+
+impl Drop for StepGuard {
+    fn drop(&mut self) {
+        if let Some(open) = self.range.take() {
+            let name = intern::intern(&format!("ProfilerStep#{}", self.step));
+            recorder::end(open, Kind::Range as u8, RangeCat::Step as u8, name.0);
+        }
+        let mut st = self.rank.state.lock().expect("state");
+        let ends_group = st
+            .active
+            .as_ref()
+            .is_some_and(|a| !a.discrete && a.steps.last() == Some(&self.step));
+        if ends_group {
+            let a = st.active.take().expect("active");
+            drop(st);
+            self.rank.stop(a);
+        }
+    }
+}
+
+impl Drop for RoleCallGuard {
+    fn drop(&mut self) {
+        if let Some(open) = self.range.take() {
+            let name = intern::intern(self.call.function_name());
+            recorder::end(open, Kind::Range as u8, RangeCat::RoleCall as u8, name.0);
+        }
+        if self.started_discrete {
+            let a = self.rank.state.lock().expect("state").active.take();
+            if let Some(a) = a {
+                self.rank.stop(a);
+            }
+        }
+    }
+}
+
+/// `5` or `1-2`.
+pub fn step_label(steps: &[u64]) -> String {
+    match (steps.first(), steps.last()) {
+        (Some(a), Some(b)) if a != b => format!("{a}-{b}"),
+        (Some(a), _) => a.to_string(),
+        _ => "0".into(),
+    }
+}
+
+/// The host name (`localhost` when it cannot be read).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).into_owned();
+    if rc == 0 && !name.is_empty() {
+        name
+    } else {
+        "localhost".into()
+    }
+}
+
+/// `YYYYmmddHHMMSSfff` (UTC) as an integer — the 17-digit field msprof-analyze sorts by.
+pub fn timestamp17(wall_ns: u64) -> u64 {
+    let ms = wall_ns / 1_000_000;
+    let (secs, milli) = (ms / 1000, ms % 1000);
+    let (days, sod) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    let (hh, mm, ss) = (sod / 3600, (sod % 3600) / 60, sod % 60);
+    ((((y as u64 * 100 + m as u64) * 100 + d as u64) * 100 + hh) * 100 + mm) * 100_000
+        + ss * 1000
+        + milli
+}
+
+/// Days since 1970-01-01 to (year, month, day). Written out because it is the only date
+/// arithmetic this crate needs (Howard Hinnant's civil-from-days algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_has_17_digits_and_known_value() {
+        // 2025-08-14 12:34:56.789 UTC
+        let ns = 1_755_174_896_789_000_000u64;
+        assert_eq!(timestamp17(ns), 20250814123456789);
+        assert_eq!(timestamp17(ns).to_string().len(), 17);
+    }
+
+    #[test]
+    fn step_labels() {
+        assert_eq!(step_label(&[5]), "5");
+        assert_eq!(step_label(&[1, 2]), "1-2");
+    }
+}

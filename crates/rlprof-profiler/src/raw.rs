@@ -1,0 +1,555 @@
+//! Raw files: a header followed by self-checking chunks (length + CRC-32), so that a process
+//! killed at any point leaves a file whose complete chunks can all be read back.
+//!
+//! Format version 1, all integers little-endian (see `docs/raw-format.md`):
+//! ```text
+//! file   = header chunk*
+//! header = "RLPROFRW" u32 version u32 record_size
+//! chunk  = u32 magic "CHNK" | u16 kind | u16 reserved | u32 payload_len | u32 crc32(payload) | payload
+//! ```
+//! Writing is done by the flusher, never on the hot path; reading is streaming (one chunk at a
+//! time), so memory stays bounded whatever the file size.
+
+use crate::clock::Calibration;
+use crate::record::{Record, RECORD_SIZE};
+use crate::ProfilerError;
+use std::fs::File;
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// File magic.
+pub const FILE_MAGIC: &[u8; 8] = b"RLPROFRW";
+/// Raw format version.
+pub const FORMAT_VERSION: u32 = 1;
+/// Chunk magic ("CHNK" little-endian).
+pub const CHUNK_MAGIC: u32 = u32::from_le_bytes(*b"CHNK");
+const HEADER_LEN: usize = 16;
+const CHUNK_HEADER_LEN: usize = 16;
+/// Largest payload a reader accepts (guards against a corrupt length).
+pub const MAX_PAYLOAD: usize = 64 << 20;
+
+/// Chunk kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum ChunkKind {
+    /// JSON collection metadata.
+    Meta = 1,
+    /// Interned strings: repeated `u32 id, u32 len, bytes`.
+    Strings = 2,
+    /// Records of one thread: `u32 thread, u32 reserved, record*`.
+    Records = 3,
+    /// A calibration point: `u64 ticks, u64 mono_ns, u64 wall_ns`.
+    Calibration = 4,
+    /// A thread's name: `u32 thread, bytes`.
+    Thread = 5,
+    /// Truncation marker: `u64 events_kept, u64 bytes_kept, u8 reason (1 events, 2 bytes)`.
+    Truncated = 6,
+    /// Clean end: `u64 events, u64 dropped`.
+    End = 7,
+}
+
+impl ChunkKind {
+    fn from_u16(v: u16) -> Option<ChunkKind> {
+        Some(match v {
+            1 => ChunkKind::Meta,
+            2 => ChunkKind::Strings,
+            3 => ChunkKind::Records,
+            4 => ChunkKind::Calibration,
+            5 => ChunkKind::Thread,
+            6 => ChunkKind::Truncated,
+            7 => ChunkKind::End,
+            _ => return None,
+        })
+    }
+}
+
+/// Appends chunks to a raw file. Each chunk is assembled in memory and written with a single
+/// `write_all` straight to the file (no user-space buffering), so after `write_*` returns the
+/// chunk is in the kernel and survives the process being killed.
+pub struct RawWriter {
+    file: File,
+    path: PathBuf,
+    scratch: Vec<u8>,
+    bytes: u64,
+}
+
+impl RawWriter {
+    /// Creates the file (it must not exist) and writes the header.
+    pub fn create(path: &Path) -> Result<RawWriter, ProfilerError> {
+        let io = |source| ProfilerError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io)?;
+        let mut h = Vec::with_capacity(HEADER_LEN);
+        h.extend_from_slice(FILE_MAGIC);
+        h.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        h.extend_from_slice(&(RECORD_SIZE as u32).to_le_bytes());
+        file.write_all(&h).map_err(io)?;
+        Ok(RawWriter {
+            file,
+            path: path.to_path_buf(),
+            scratch: Vec::with_capacity(1 << 16),
+            bytes: HEADER_LEN as u64,
+        })
+    }
+
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write_chunk(
+        &mut self,
+        kind: ChunkKind,
+        fill: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<(), ProfilerError> {
+        self.scratch.clear();
+        self.scratch.resize(CHUNK_HEADER_LEN, 0);
+        fill(&mut self.scratch);
+        let payload_len = self.scratch.len() - CHUNK_HEADER_LEN;
+        let crc = crc32fast::hash(&self.scratch[CHUNK_HEADER_LEN..]);
+        self.scratch[0..4].copy_from_slice(&CHUNK_MAGIC.to_le_bytes());
+        self.scratch[4..6].copy_from_slice(&(kind as u16).to_le_bytes());
+        self.scratch[8..12].copy_from_slice(&(payload_len as u32).to_le_bytes());
+        self.scratch[12..16].copy_from_slice(&crc.to_le_bytes());
+        self.file
+            .write_all(&self.scratch)
+            .map_err(|source| ProfilerError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.bytes += self.scratch.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the metadata chunk.
+    pub fn write_meta(&mut self, meta: &serde_json::Value) -> Result<(), ProfilerError> {
+        let text = meta.to_string();
+        self.write_chunk(ChunkKind::Meta, |b| b.extend_from_slice(text.as_bytes()))
+    }
+
+    /// Writes interned strings `(id, text)`.
+    pub fn write_strings<'a>(
+        &mut self,
+        strings: impl IntoIterator<Item = (u32, &'a str)>,
+    ) -> Result<(), ProfilerError> {
+        self.write_chunk(ChunkKind::Strings, |b| {
+            for (id, s) in strings {
+                b.extend_from_slice(&id.to_le_bytes());
+                b.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                b.extend_from_slice(s.as_bytes());
+            }
+        })
+    }
+
+    /// Writes one thread's records.
+    pub fn write_records(&mut self, thread: u32, records: &[Record]) -> Result<(), ProfilerError> {
+        self.write_chunk(ChunkKind::Records, |b| {
+            b.reserve(8 + records.len() * RECORD_SIZE);
+            b.extend_from_slice(&thread.to_le_bytes());
+            b.extend_from_slice(&0u32.to_le_bytes());
+            for r in records {
+                r.to_bytes(b);
+            }
+        })
+    }
+
+    /// Writes a calibration point.
+    pub fn write_calibration(&mut self, c: Calibration) -> Result<(), ProfilerError> {
+        self.write_chunk(ChunkKind::Calibration, |b| {
+            b.extend_from_slice(&c.ticks.to_le_bytes());
+            b.extend_from_slice(&c.mono_ns.to_le_bytes());
+            b.extend_from_slice(&c.wall_ns.to_le_bytes());
+        })
+    }
+
+    /// Names a thread.
+    pub fn write_thread(&mut self, thread: u32, name: &str) -> Result<(), ProfilerError> {
+        self.write_chunk(ChunkKind::Thread, |b| {
+            b.extend_from_slice(&thread.to_le_bytes());
+            b.extend_from_slice(name.as_bytes());
+        })
+    }
+
+    /// Writes the truncation marker.
+    pub fn write_truncated(&mut self, t: Truncation) -> Result<(), ProfilerError> {
+        self.write_chunk(ChunkKind::Truncated, |b| {
+            b.extend_from_slice(&t.events_kept.to_le_bytes());
+            b.extend_from_slice(&t.bytes_kept.to_le_bytes());
+            b.push(t.reason as u8);
+        })
+    }
+
+    /// Writes the clean-end marker.
+    pub fn write_end(&mut self, events: u64, dropped: u64) -> Result<(), ProfilerError> {
+        self.write_chunk(ChunkKind::End, |b| {
+            b.extend_from_slice(&events.to_le_bytes());
+            b.extend_from_slice(&dropped.to_le_bytes());
+        })
+    }
+
+    /// Asks the OS to put the data on disk.
+    pub fn sync(&mut self) -> Result<(), ProfilerError> {
+        self.file.sync_data().map_err(|source| ProfilerError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+}
+
+/// Why a collection was truncated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[repr(u8)]
+pub enum TruncReason {
+    /// `max_events` reached.
+    Events = 1,
+    /// `max_bytes` reached.
+    Bytes = 2,
+}
+
+/// A truncation marker's content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Truncation {
+    /// Events kept.
+    pub events_kept: u64,
+    /// Raw bytes kept.
+    pub bytes_kept: u64,
+    /// Which cap was hit.
+    pub reason: TruncReason,
+}
+
+/// One decoded chunk.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Chunk {
+    /// Metadata JSON.
+    Meta(serde_json::Value),
+    /// `(id, text)` pairs.
+    Strings(Vec<(u32, String)>),
+    /// A thread's records.
+    Records {
+        /// Thread index within the collection.
+        thread: u32,
+        /// The records.
+        records: Vec<Record>,
+    },
+    /// Calibration point.
+    Calibration(Calibration),
+    /// Thread name.
+    Thread {
+        /// Thread index.
+        thread: u32,
+        /// Name.
+        name: String,
+    },
+    /// Truncation marker.
+    Truncated(Truncation),
+    /// Clean end.
+    End {
+        /// Events written.
+        events: u64,
+        /// Events dropped (buffer races at stop, failed writes).
+        dropped: u64,
+    },
+}
+
+/// Where and why reading stopped before the end of the file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Corruption {
+    /// The file.
+    pub path: PathBuf,
+    /// Byte offset of the first unreadable chunk.
+    pub offset: u64,
+    /// What was wrong.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Corruption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: raw data readable up to byte {}; stopped there: {}",
+            self.path.display(),
+            self.offset,
+            self.reason
+        )
+    }
+}
+
+/// Streams the chunks of a raw file. Iteration ends at the end of the file or at the first bad
+/// chunk; [`RawReader::corruption`] then says where and why.
+pub struct RawReader<R: Read = BufReader<File>> {
+    input: R,
+    path: PathBuf,
+    offset: u64,
+    corruption: Option<Corruption>,
+    done: bool,
+    buf: Vec<u8>,
+}
+
+impl RawReader {
+    /// Opens a raw file and checks its header.
+    pub fn open(path: &Path) -> Result<RawReader, ProfilerError> {
+        let f = File::open(path).map_err(|source| ProfilerError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        RawReader::new(BufReader::with_capacity(1 << 20, f), path)
+    }
+}
+
+impl<R: Read> RawReader<R> {
+    /// Reads from any byte stream; `path` names it in messages.
+    pub fn new(mut input: R, path: &Path) -> Result<RawReader<R>, ProfilerError> {
+        let mut h = [0u8; HEADER_LEN];
+        let corrupt = |reason: String| ProfilerError::Corrupt {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason,
+        };
+        read_full(&mut input, &mut h)
+            .map_err(|e| corrupt(format!("cannot read header: {e}")))?
+            .then_some(())
+            .ok_or_else(|| corrupt("file shorter than its 16-byte header".into()))?;
+        if &h[0..8] != FILE_MAGIC {
+            return Err(corrupt("not an rlprof raw file (bad magic)".into()));
+        }
+        let version = u32::from_le_bytes(h[8..12].try_into().expect("4"));
+        if version != FORMAT_VERSION {
+            return Err(corrupt(format!(
+                "raw format version {version}, this build reads {FORMAT_VERSION}"
+            )));
+        }
+        let rs = u32::from_le_bytes(h[12..16].try_into().expect("4"));
+        if rs as usize != RECORD_SIZE {
+            return Err(corrupt(format!("record size {rs}, expected {RECORD_SIZE}")));
+        }
+        Ok(RawReader {
+            input,
+            path: path.to_path_buf(),
+            offset: HEADER_LEN as u64,
+            corruption: None,
+            done: false,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Where reading stopped early, if it did.
+    pub fn corruption(&self) -> Option<&Corruption> {
+        self.corruption.as_ref()
+    }
+
+    /// Byte offset of the next chunk.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn fail(&mut self, reason: String) -> Option<Chunk> {
+        self.corruption = Some(Corruption {
+            path: self.path.clone(),
+            offset: self.offset,
+            reason,
+        });
+        self.done = true;
+        None
+    }
+
+    fn next_chunk(&mut self) -> Option<Chunk> {
+        if self.done {
+            return None;
+        }
+        let mut h = [0u8; CHUNK_HEADER_LEN];
+        match read_prefix(&mut self.input, &mut h) {
+            Ok(0) => {
+                self.done = true;
+                return None;
+            }
+            Ok(n) if n < CHUNK_HEADER_LEN => {
+                return self.fail(format!("truncated chunk header ({n} of 16 bytes)"))
+            }
+            Ok(_) => {}
+            Err(e) => return self.fail(format!("read error: {e}")),
+        }
+        let magic = u32::from_le_bytes(h[0..4].try_into().expect("4"));
+        if magic != CHUNK_MAGIC {
+            return self.fail("bad chunk magic".into());
+        }
+        let kind_raw = u16::from_le_bytes(h[4..6].try_into().expect("2"));
+        let len = u32::from_le_bytes(h[8..12].try_into().expect("4")) as usize;
+        let crc = u32::from_le_bytes(h[12..16].try_into().expect("4"));
+        if len > MAX_PAYLOAD {
+            return self.fail(format!("chunk length {len} exceeds the {MAX_PAYLOAD}-byte limit"));
+        }
+        self.buf.resize(len, 0);
+        match read_prefix(&mut self.input, &mut self.buf) {
+            Ok(n) if n < len => {
+                return self.fail(format!("truncated chunk payload ({n} of {len} bytes)"))
+            }
+            Ok(_) => {}
+            Err(e) => return self.fail(format!("read error: {e}")),
+        }
+        if crc32fast::hash(&self.buf) != crc {
+            return self.fail("checksum mismatch".into());
+        }
+        let Some(kind) = ChunkKind::from_u16(kind_raw) else {
+            return self.fail(format!("unknown chunk kind {kind_raw}"));
+        };
+        let chunk = match decode(kind, &self.buf) {
+            Ok(c) => c,
+            Err(reason) => return self.fail(reason),
+        };
+        self.offset += (CHUNK_HEADER_LEN + len) as u64;
+        Some(chunk)
+    }
+}
+
+impl<R: Read> Iterator for RawReader<R> {
+    type Item = Chunk;
+    fn next(&mut self) -> Option<Chunk> {
+        self.next_chunk()
+    }
+}
+
+fn decode(kind: ChunkKind, p: &[u8]) -> Result<Chunk, String> {
+    let u64_at = |i: usize| -> Result<u64, String> {
+        p.get(i..i + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8")))
+            .ok_or_else(|| format!("{kind:?} chunk too short"))
+    };
+    let u32_at = |i: usize| -> Result<u32, String> {
+        p.get(i..i + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4")))
+            .ok_or_else(|| format!("{kind:?} chunk too short"))
+    };
+    Ok(match kind {
+        ChunkKind::Meta => Chunk::Meta(
+            serde_json::from_slice(p).map_err(|e| format!("metadata is not JSON: {e}"))?,
+        ),
+        ChunkKind::Strings => {
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < p.len() {
+                let id = u32_at(i)?;
+                let n = u32_at(i + 4)? as usize;
+                let s = p
+                    .get(i + 8..i + 8 + n)
+                    .ok_or_else(|| "string runs past its chunk".to_string())?;
+                out.push((id, String::from_utf8_lossy(s).into_owned()));
+                i += 8 + n;
+            }
+            Chunk::Strings(out)
+        }
+        ChunkKind::Records => {
+            let thread = u32_at(0)?;
+            let body = &p[8.min(p.len())..];
+            if body.len() % RECORD_SIZE != 0 {
+                return Err("records chunk length is not a multiple of 24".into());
+            }
+            Chunk::Records {
+                thread,
+                records: body.chunks_exact(RECORD_SIZE).map(Record::from_bytes).collect(),
+            }
+        }
+        ChunkKind::Calibration => Chunk::Calibration(Calibration {
+            ticks: u64_at(0)?,
+            mono_ns: u64_at(8)?,
+            wall_ns: u64_at(16)?,
+        }),
+        ChunkKind::Thread => Chunk::Thread {
+            thread: u32_at(0)?,
+            name: String::from_utf8_lossy(&p[4.min(p.len())..]).into_owned(),
+        },
+        ChunkKind::Truncated => Chunk::Truncated(Truncation {
+            events_kept: u64_at(0)?,
+            bytes_kept: u64_at(8)?,
+            reason: if p.get(16) == Some(&2) {
+                TruncReason::Bytes
+            } else {
+                TruncReason::Events
+            },
+        }),
+        ChunkKind::End => Chunk::End {
+            events: u64_at(0)?,
+            dropped: u64_at(8)?,
+        },
+    })
+}
+
+/// Reads until `buf` is full or EOF; returns bytes read.
+fn read_prefix(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
+    Ok(read_prefix(r, buf)? == buf.len())
+}
+
+/// Summary of a whole raw file, read in one streaming pass (for tests and quick checks).
+#[derive(Debug, Default)]
+pub struct RawSummary {
+    /// Metadata, if present.
+    pub meta: Option<serde_json::Value>,
+    /// Number of records per kind byte.
+    pub records: u64,
+    /// All records with their thread (only when collected with `keep_records`).
+    pub kept: Vec<(u32, Record)>,
+    /// id -> string.
+    pub strings: std::collections::HashMap<u32, String>,
+    /// Calibration points.
+    pub calibrations: Vec<Calibration>,
+    /// Truncation marker.
+    pub truncated: Option<Truncation>,
+    /// Clean-end marker `(events, dropped)`.
+    pub end: Option<(u64, u64)>,
+    /// Early stop.
+    pub corruption: Option<Corruption>,
+}
+
+impl RawSummary {
+    /// Reads `path` completely; with `keep_records` all records are kept in memory.
+    pub fn read(path: &Path, keep_records: bool) -> Result<RawSummary, ProfilerError> {
+        let mut r = RawReader::open(path)?;
+        let mut s = RawSummary::default();
+        for c in r.by_ref() {
+            match c {
+                Chunk::Meta(m) => s.meta = Some(m),
+                Chunk::Strings(v) => s.strings.extend(v),
+                Chunk::Records { thread, records } => {
+                    s.records += records.len() as u64;
+                    if keep_records {
+                        s.kept.extend(records.into_iter().map(|r| (thread, r)));
+                    }
+                }
+                Chunk::Calibration(c) => s.calibrations.push(c),
+                Chunk::Thread { .. } => {}
+                Chunk::Truncated(t) => s.truncated = Some(t),
+                Chunk::End { events, dropped } => s.end = Some((events, dropped)),
+            }
+        }
+        s.corruption = r.corruption().cloned();
+        Ok(s)
+    }
+
+    /// The string for an id (empty when unknown).
+    pub fn name(&self, id: u32) -> &str {
+        self.strings.get(&id).map(|s| s.as_str()).unwrap_or("")
+    }
+}

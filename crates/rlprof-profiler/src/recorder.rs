@@ -1,0 +1,628 @@
+//! The recorder: gating, thread-local record buffers and flushing to raw files.
+//!
+//! Cost model (the reason for the shape of this module):
+//! - When no collection is active anywhere in the process, an instrumentation point loads one
+//!   relaxed atomic ([`ANY_ACTIVE`]) and branches away.
+//! - When one is active, the point reads the thread's binding (a `const` thread-local holding a
+//!   raw pointer, no lazy init), checks the bound rank's generation and content flags, and
+//!   appends a 24-byte record to the thread's fixed-capacity buffer with a plain store plus a
+//!   release store of the length. No allocation, lock or formatting.
+//! - A full buffer is written out by its own thread (one lock + one `write` per
+//!   [`SLOT_CAPACITY`] records). A background flusher writes every thread's committed records
+//!   every [`FLUSH_INTERVAL`], so a killed process loses at most that much.
+//!
+//! Each rank of an in-process job is a [`RankContext`]; threads are bound to one with
+//! [`crate::RankProfiler::bind_thread`]. Unbound threads record nothing.
+
+use crate::clock;
+use crate::intern;
+use crate::plan::{Caps, Content, Contents};
+use crate::raw::{RawWriter, TruncReason, Truncation};
+use crate::record::{Record, RECORD_SIZE};
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+/// Records per thread buffer (24 B each: 48 KiB).
+pub const SLOT_CAPACITY: usize = 2048;
+/// Period of the background flusher.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Number of active collections in the process; the first thing every instrumentation point
+/// reads.
+pub static ANY_ACTIVE: AtomicU32 = AtomicU32::new(0);
+
+static NEXT_GEN: AtomicU64 = AtomicU64::new(1);
+
+/// The recording state of one rank (one per rank, shared by its threads).
+pub struct RankContext {
+    /// Generation of the active collection, 0 when none.
+    gen: AtomicU64,
+    /// Content flags of the active collection.
+    contents: AtomicU32,
+    sink: Mutex<Option<Arc<Sink>>>,
+    slots: Mutex<Vec<Arc<ThreadSlot>>>,
+    next_thread: AtomicU32,
+}
+
+impl RankContext {
+    pub(crate) fn new() -> Arc<RankContext> {
+        Arc::new(RankContext {
+            gen: AtomicU64::new(0),
+            contents: AtomicU32::new(0),
+            sink: Mutex::new(None),
+            slots: Mutex::new(Vec::new()),
+            next_thread: AtomicU32::new(0),
+        })
+    }
+
+    /// Whether a collection is recording on this rank.
+    pub fn is_recording(&self) -> bool {
+        self.gen.load(Ordering::Relaxed) != 0
+    }
+
+    pub(crate) fn new_slot(&self) -> Arc<ThreadSlot> {
+        let tid = self.next_thread.fetch_add(1, Ordering::Relaxed);
+        let name = std::thread::current()
+            .name()
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("thread-{tid}"));
+        let slot = Arc::new(ThreadSlot::new(tid, name));
+        self.slots.lock().expect("slots").push(slot.clone());
+        slot
+    }
+
+    pub(crate) fn remove_slot(&self, slot: &Arc<ThreadSlot>) {
+        if let Some(sink) = self.sink.lock().expect("sink").clone() {
+            slot.flush_into(&sink);
+        }
+        self.slots
+            .lock()
+            .expect("slots")
+            .retain(|s| !Arc::ptr_eq(s, slot));
+    }
+
+    /// Starts recording into `writer`. Returns the sink (for stop).
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        writer: RawWriter,
+        contents: Contents,
+        caps: Caps,
+    ) -> Arc<Sink> {
+        let gen = NEXT_GEN.fetch_add(1, Ordering::Relaxed);
+        let sink = Arc::new(Sink {
+            gen,
+            writer: Mutex::new(SinkWriter {
+                raw: writer,
+                strings_written: 0,
+                threads_named: Vec::new(),
+            }),
+            events: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            caps,
+            failed: AtomicBool::new(false),
+            truncated: Mutex::new(None),
+            ctx: Arc::downgrade(self),
+        });
+        *self.sink.lock().expect("sink") = Some(sink.clone());
+        self.contents.store(contents.0, Ordering::Relaxed);
+        self.gen.store(gen, Ordering::Release);
+        ANY_ACTIVE.fetch_add(1, Ordering::Release);
+        flusher().register(sink.clone());
+        sink
+    }
+
+    /// Stops recording and flushes every thread's records; returns the sink for finishing.
+    pub(crate) fn stop(&self) -> Option<Arc<Sink>> {
+        let sink = self.sink.lock().expect("sink").take()?;
+        self.gen.store(0, Ordering::Release);
+        ANY_ACTIVE.fetch_sub(1, Ordering::Release);
+        self.flush_all(&sink);
+        flusher().unregister(&sink);
+        Some(sink)
+    }
+
+    fn flush_all(&self, sink: &Arc<Sink>) {
+        let slots = self.slots.lock().expect("slots").clone();
+        for s in slots {
+            s.flush_into(sink);
+        }
+    }
+}
+
+/// One thread's buffer. Written only by its owner thread (lock-free), read under `flush` by
+/// whichever thread flushes.
+pub(crate) struct ThreadSlot {
+    buf: Box<[UnsafeCell<Record>]>,
+    /// Committed records (owner: release store; flusher: acquire load).
+    len: AtomicUsize,
+    /// Generation the buffered records belong to (changed only under `flush`).
+    gen: AtomicU64,
+    /// Index up to which records were already written out.
+    flush: Mutex<usize>,
+    tid: u32,
+    name: String,
+}
+
+// SAFETY: the owner thread writes `buf[len]` before publishing it with a release store of
+// `len`; other threads only read `buf[..len]` after an acquire load, under `flush`. Resets of
+// `len` happen only under `flush`, by the owner.
+unsafe impl Sync for ThreadSlot {}
+unsafe impl Send for ThreadSlot {}
+
+impl ThreadSlot {
+    fn new(tid: u32, name: String) -> ThreadSlot {
+        ThreadSlot {
+            buf: (0..SLOT_CAPACITY)
+                .map(|_| UnsafeCell::new(Record::default()))
+                .collect(),
+            len: AtomicUsize::new(0),
+            gen: AtomicU64::new(0),
+            flush: Mutex::new(0),
+            tid,
+            name,
+        }
+    }
+
+    /// Appends a record of generation `gen` (owner thread only).
+    #[inline]
+    fn push(&self, gen: u64, rec: Record, ctx: &RankContext) {
+        let mut len = self.len.load(Ordering::Relaxed);
+        if len == SLOT_CAPACITY || self.gen.load(Ordering::Relaxed) != gen {
+            self.make_room(gen, ctx);
+            len = self.len.load(Ordering::Relaxed);
+        }
+        // SAFETY: only the owner thread writes, and index `len` is not yet visible to readers.
+        unsafe { *self.buf[len].get() = rec };
+        self.len.store(len + 1, Ordering::Release);
+    }
+
+    /// Cold path: the buffer is full or holds another collection's records.
+    #[cold]
+    fn make_room(&self, gen: u64, ctx: &RankContext) {
+        let sink = ctx.sink.lock().expect("sink").clone();
+        let mut flushed = self.flush.lock().expect("flush");
+        if let Some(sink) = sink.filter(|s| s.gen == self.gen.load(Ordering::Relaxed)) {
+            let len = self.len.load(Ordering::Acquire);
+            sink.write(self, *flushed, len);
+        }
+        *flushed = 0;
+        self.len.store(0, Ordering::Relaxed);
+        self.gen.store(gen, Ordering::Relaxed);
+    }
+
+    /// Writes the committed, not yet written records into `sink` (any thread).
+    fn flush_into(&self, sink: &Sink) {
+        let mut flushed = self.flush.lock().expect("flush");
+        if self.gen.load(Ordering::Relaxed) != sink.gen {
+            return;
+        }
+        let len = self.len.load(Ordering::Acquire);
+        if len > *flushed {
+            sink.write(self, *flushed, len);
+            *flushed = len;
+        }
+    }
+}
+
+/// Where one collection's records go.
+pub(crate) struct Sink {
+    gen: u64,
+    writer: Mutex<SinkWriter>,
+    events: AtomicU64,
+    dropped: AtomicU64,
+    caps: Caps,
+    failed: AtomicBool,
+    truncated: Mutex<Option<Truncation>>,
+    ctx: Weak<RankContext>,
+}
+
+struct SinkWriter {
+    raw: RawWriter,
+    strings_written: usize,
+    threads_named: Vec<u32>,
+}
+
+/// Final state of a collection's raw file.
+#[derive(Debug, Clone)]
+pub struct SinkStats {
+    /// Events written.
+    pub events: u64,
+    /// Events dropped (failed writes, records past a cap).
+    pub dropped: u64,
+    /// Raw bytes written.
+    pub bytes: u64,
+    /// Truncation, if a cap was hit.
+    pub truncated: Option<Truncation>,
+    /// Whether writing failed (the collection was disabled).
+    pub failed: bool,
+}
+
+impl Sink {
+    fn write(&self, slot: &ThreadSlot, from: usize, to: usize) {
+        if from >= to {
+            return;
+        }
+        let n = (to - from) as u64;
+        if self.failed.load(Ordering::Relaxed) || self.truncated.lock().expect("t").is_some() {
+            self.dropped.fetch_add(n, Ordering::Relaxed);
+            return;
+        }
+        // SAFETY: records `from..to` were published by the owner (acquire load of len by caller)
+        // and are not modified until `len` is reset under the flush lock, which we hold.
+        let recs: Vec<Record> = (from..to).map(|i| unsafe { *slot.buf[i].get() }).collect();
+        let mut w = self.writer.lock().expect("writer");
+        let mut keep = recs.len();
+        let mut trunc = None;
+        let events = self.events.load(Ordering::Relaxed);
+        if let Some(max) = self.caps.max_events {
+            if events + keep as u64 > max {
+                keep = max.saturating_sub(events) as usize;
+                trunc = Some(TruncReason::Events);
+            }
+        }
+        if let Some(max) = self.caps.max_bytes {
+            let room = max.saturating_sub(w.raw.bytes_written() + 64) / RECORD_SIZE as u64;
+            if (keep as u64) > room {
+                keep = room as usize;
+                trunc = Some(TruncReason::Bytes);
+            }
+        }
+        let result = (|| {
+            let sw = &mut *w;
+            if !sw.threads_named.contains(&slot.tid) {
+                sw.raw.write_thread(slot.tid, &slot.name)?;
+                sw.threads_named.push(slot.tid);
+            }
+            let mut pending: Vec<(u32, String)> = Vec::new();
+            let from = sw.strings_written;
+            sw.strings_written =
+                intern::for_each_since(from, |id, s| pending.push((id, s.to_owned())));
+            if !pending.is_empty() {
+                sw.raw
+                    .write_strings(pending.iter().map(|(i, s)| (*i, s.as_str())))?;
+            }
+            if keep > 0 {
+                sw.raw.write_records(slot.tid, &recs[..keep])?;
+            }
+            if let Some(reason) = trunc {
+                let t = Truncation {
+                    events_kept: events + keep as u64,
+                    bytes_kept: sw.raw.bytes_written(),
+                    reason,
+                };
+                sw.raw.write_truncated(t)?;
+                *self.truncated.lock().expect("t") = Some(t);
+            }
+            Ok::<(), crate::ProfilerError>(())
+        })();
+        self.events.fetch_add(keep as u64, Ordering::Relaxed);
+        self.dropped
+            .fetch_add((recs.len() - keep) as u64, Ordering::Relaxed);
+        match result {
+            Ok(()) => {
+                if let Some(reason) = trunc {
+                    tracing::warn!(
+                        file = %w.raw.path().display(),
+                        "collection truncated: {} cap reached after {} events; later events dropped",
+                        if reason == TruncReason::Events { "max_events" } else { "max_bytes" },
+                        events + keep as u64
+                    );
+                    self.disable_ctx();
+                }
+            }
+            Err(e) => {
+                self.dropped.fetch_add(keep as u64, Ordering::Relaxed);
+                if !self.failed.swap(true, Ordering::Relaxed) {
+                    tracing::warn!("profiling data collection disabled for this collection, training continues: {e}");
+                }
+                self.disable_ctx();
+            }
+        }
+    }
+
+    /// Stops recording on the owning rank without ending the collection (cap or failure).
+    fn disable_ctx(&self) {
+        if let Some(ctx) = self.ctx.upgrade() {
+            let _ = ctx
+                .gen
+                .compare_exchange(self.gen, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes the trailing strings, final calibration and end marker.
+    pub(crate) fn finish(&self) -> SinkStats {
+        let mut w = self.writer.lock().expect("writer");
+        if !self.failed.load(Ordering::Relaxed) {
+            let r = (|| {
+                let mut pending: Vec<(u32, String)> = Vec::new();
+                let from = w.strings_written;
+                w.strings_written =
+                    intern::for_each_since(from, |id, s| pending.push((id, s.to_owned())));
+                if !pending.is_empty() {
+                    w.raw
+                        .write_strings(pending.iter().map(|(i, s)| (*i, s.as_str())))?;
+                }
+                w.raw.write_calibration(clock::calibrate())?;
+                w.raw.write_end(
+                    self.events.load(Ordering::Relaxed),
+                    self.dropped.load(Ordering::Relaxed),
+                )
+            })();
+            if let Err(e) = r {
+                if !self.failed.swap(true, Ordering::Relaxed) {
+                    tracing::warn!("profiling data collection failed while finishing, training continues: {e}");
+                }
+            }
+        }
+        SinkStats {
+            events: self.events.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            bytes: w.raw.bytes_written(),
+            truncated: *self.truncated.lock().expect("t"),
+            failed: self.failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Periodic flush: every thread of the rank, plus a calibration point.
+    fn periodic_flush(&self) {
+        let Some(ctx) = self.ctx.upgrade() else {
+            return;
+        };
+        let slots = ctx.slots.lock().expect("slots").clone();
+        for s in slots {
+            s.flush_into(self);
+        }
+    }
+}
+
+/// The background flusher thread (started on first use).
+struct Flusher {
+    sinks: Mutex<Vec<Arc<Sink>>>,
+}
+
+fn flusher() -> &'static Flusher {
+    static F: OnceLock<&'static Flusher> = OnceLock::new();
+    F.get_or_init(|| {
+        let f: &'static Flusher = Box::leak(Box::new(Flusher {
+            sinks: Mutex::new(Vec::new()),
+        }));
+        let spawned = std::thread::Builder::new()
+            .name("rlprof-flusher".into())
+            .spawn(move || loop {
+                std::thread::sleep(FLUSH_INTERVAL);
+                let sinks = f.sinks.lock().expect("sinks").clone();
+                for s in sinks {
+                    s.periodic_flush();
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start the rlprof flusher thread ({e}); raw data is written when buffers fill and at stop only");
+        }
+        f
+    })
+}
+
+impl Flusher {
+    fn register(&self, s: Arc<Sink>) {
+        self.sinks.lock().expect("sinks").push(s);
+    }
+    fn unregister(&self, s: &Arc<Sink>) {
+        self.sinks
+            .lock()
+            .expect("sinks")
+            .retain(|x| !Arc::ptr_eq(x, s));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thread binding and the hot path.
+
+struct Binding {
+    ctx: Cell<*const RankContext>,
+    slot: Cell<*const ThreadSlot>,
+    /// Op currently open on this thread (memory attribution).
+    cur_op: Cell<u32>,
+    depth: Cell<u16>,
+}
+
+thread_local! {
+    static BINDING: Binding = const {
+        Binding {
+            ctx: Cell::new(std::ptr::null()),
+            slot: Cell::new(std::ptr::null()),
+            cur_op: Cell::new(0),
+            depth: Cell::new(0),
+        }
+    };
+}
+
+/// Keeps the current thread bound to a rank; unbinds on drop. Not `Send`.
+pub struct ThreadBinding {
+    ctx: Arc<RankContext>,
+    slot: Arc<ThreadSlot>,
+    prev: (*const RankContext, *const ThreadSlot),
+}
+
+impl ThreadBinding {
+    pub(crate) fn bind(ctx: Arc<RankContext>) -> ThreadBinding {
+        let slot = ctx.new_slot();
+        let prev = BINDING.with(|b| {
+            let p = (b.ctx.get(), b.slot.get());
+            b.ctx.set(Arc::as_ptr(&ctx));
+            b.slot.set(Arc::as_ptr(&slot));
+            p
+        });
+        ThreadBinding { ctx, slot, prev }
+    }
+}
+
+impl Drop for ThreadBinding {
+    fn drop(&mut self) {
+        BINDING.with(|b| {
+            b.ctx.set(self.prev.0);
+            b.slot.set(self.prev.1);
+        });
+        self.ctx.remove_slot(&self.slot);
+    }
+}
+
+/// Token returned by [`begin`]: the generation and start ticks of an open range.
+#[derive(Debug, Clone, Copy)]
+pub struct Open {
+    gen: u64,
+    start: u64,
+}
+
+impl Open {
+    /// Generation of the collection the range belongs to.
+    #[inline(always)]
+    pub fn gen(&self) -> u64 {
+        self.gen
+    }
+
+    /// Start ticks.
+    #[inline(always)]
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+}
+
+/// Whether the current thread's rank is recording `content`. One relaxed load when nothing
+/// records.
+#[inline(always)]
+pub fn wants(content: Content) -> bool {
+    if ANY_ACTIVE.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    wants_slow(content)
+}
+
+#[inline(never)]
+fn wants_slow(content: Content) -> bool {
+    BINDING.with(|b| {
+        let ctx = b.ctx.get();
+        if ctx.is_null() {
+            return false;
+        }
+        // SAFETY: the binding keeps the context alive while the pointer is set.
+        let ctx = unsafe { &*ctx };
+        ctx.gen.load(Ordering::Relaxed) != 0
+            && Contents(ctx.contents.load(Ordering::Relaxed)).has(content)
+    })
+}
+
+/// Opens a range if the current thread's rank records `content` (None otherwise).
+#[inline(always)]
+pub fn begin(content: Option<Content>) -> Option<Open> {
+    if ANY_ACTIVE.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    begin_slow(content)
+}
+
+#[inline]
+fn begin_slow(content: Option<Content>) -> Option<Open> {
+    BINDING.with(|b| {
+        let ctx = b.ctx.get();
+        if ctx.is_null() {
+            return None;
+        }
+        // SAFETY: see `wants_slow`.
+        let ctx = unsafe { &*ctx };
+        let gen = ctx.gen.load(Ordering::Acquire);
+        if gen == 0 {
+            return None;
+        }
+        if let Some(c) = content {
+            if !Contents(ctx.contents.load(Ordering::Relaxed)).has(c) {
+                return None;
+            }
+        }
+        b.depth.set(b.depth.get().wrapping_add(1));
+        Some(Open {
+            gen,
+            start: clock::now(),
+        })
+    })
+}
+
+/// Closes a range opened by [`begin`]: appends a record `[start, now)`.
+#[inline]
+pub fn end(open: Open, kind: u8, cat: u8, name: u32) -> u64 {
+    let now = clock::now();
+    BINDING.with(|b| {
+        let depth = b.depth.get().wrapping_sub(1);
+        b.depth.set(depth);
+        push_in(
+            b,
+            open.gen,
+            Record {
+                ts: open.start,
+                a: now,
+                name,
+                kind,
+                cat,
+                aux: depth,
+            },
+        );
+    });
+    now
+}
+
+/// Appends one record to the current thread's buffer if `gen` is still recording.
+#[inline]
+pub(crate) fn push(gen: u64, rec: Record) {
+    BINDING.with(|b| push_in(b, gen, rec));
+}
+
+#[inline]
+fn push_in(b: &Binding, gen: u64, rec: Record) {
+    let (ctx, slot) = (b.ctx.get(), b.slot.get());
+    if ctx.is_null() || slot.is_null() {
+        return;
+    }
+    // SAFETY: the binding keeps both alive while the pointers are set.
+    let (ctx, slot) = unsafe { (&*ctx, &*slot) };
+    if ctx.gen.load(Ordering::Relaxed) != gen {
+        return;
+    }
+    slot.push(gen, rec, ctx);
+}
+
+/// The generation the current thread would record into for `content` now (None = not recording).
+#[inline(always)]
+pub fn active_gen(content: Option<Content>) -> Option<u64> {
+    if ANY_ACTIVE.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    BINDING.with(|b| {
+        let ctx = b.ctx.get();
+        if ctx.is_null() {
+            return None;
+        }
+        // SAFETY: see `wants_slow`.
+        let ctx = unsafe { &*ctx };
+        let gen = ctx.gen.load(Ordering::Acquire);
+        if gen == 0 {
+            return None;
+        }
+        match content {
+            Some(c) if !Contents(ctx.contents.load(Ordering::Relaxed)).has(c) => None,
+            _ => Some(gen),
+        }
+    })
+}
+
+/// Sets the op used for memory attribution on this thread; returns the previous one.
+#[inline]
+pub(crate) fn set_current_op(name: u32) -> u32 {
+    BINDING.with(|b| b.cur_op.replace(name))
+}
+
+/// The op open on this thread (0 = none).
+#[inline]
+pub(crate) fn current_op() -> u32 {
+    BINDING.with(|b| b.cur_op.get())
+}
