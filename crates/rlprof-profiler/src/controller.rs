@@ -66,6 +66,17 @@ struct Inner {
     hook: RwLock<Option<CompletionHook>>,
     completed: Mutex<Vec<CompletedCollection>>,
     names: Mutex<()>,
+    opener: RawOpener,
+}
+
+/// Opens a new raw file (the default creates it; tests route writes elsewhere, e.g. `/dev/full`).
+pub type RawOpener = fn(&Path) -> std::io::Result<std::fs::File>;
+
+fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .open(path)
 }
 
 /// The per-process profiler: owns the plan; hands out one [`RankProfiler`] per rank.
@@ -85,7 +96,18 @@ impl Profiler {
                 hook: RwLock::new(None),
                 completed: Mutex::new(Vec::new()),
                 names: Mutex::new(()),
+                opener: create_new,
             }),
+        }
+    }
+
+    /// Like [`Profiler::new`], with a custom way to open raw files.
+    pub fn with_raw_opener(plan: ProfilePlan, opener: RawOpener) -> Profiler {
+        let p = Profiler::new(plan);
+        let mut inner = Arc::try_unwrap(p.inner).unwrap_or_else(|_| unreachable!("fresh Arc"));
+        inner.opener = opener;
+        Profiler {
+            inner: Arc::new(inner),
         }
     }
 
@@ -314,7 +336,8 @@ impl RankProfiler {
         let raw_dir = tmp_dir.join("rlprof_raw");
         std::fs::create_dir(&raw_dir).map_err(io(&raw_dir))?;
         let raw_path = raw_dir.join(format!("rank_{}.rlraw", self.rank));
-        let mut w = RawWriter::create(&raw_path)?;
+        let file = (self.inner.opener)(&raw_path).map_err(io(&raw_path))?;
+        let mut w = RawWriter::from_file(file, &raw_path)?;
         let cal = clock::calibrate();
         let meta = serde_json::json!({
             "format_version": crate::raw::FORMAT_VERSION,

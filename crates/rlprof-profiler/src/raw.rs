@@ -80,11 +80,20 @@ impl RawWriter {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = File::options()
+        let file = File::options()
             .write(true)
             .create_new(true)
             .open(path)
             .map_err(io)?;
+        RawWriter::from_file(file, path)
+    }
+
+    /// Writes the header into an already open file.
+    pub fn from_file(mut file: File, path: &Path) -> Result<RawWriter, ProfilerError> {
+        let io = |source| ProfilerError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         let mut h = Vec::with_capacity(HEADER_LEN);
         h.extend_from_slice(FILE_MAGIC);
         h.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
