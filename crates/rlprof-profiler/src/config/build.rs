@@ -303,7 +303,7 @@ fn world_size(cx: &mut Ctx, root: &Mapping) -> u32 {
     let mut read = |key: &str| -> u32 {
         match Ctx::get(trainer, key) {
             None => 1,
-            Some(v) => match v.as_i64() {
+            Some(v) => match super::values::as_int(v) {
                 Some(i) if i > 0 && i <= u32::MAX as i64 => i as u32,
                 _ => {
                     cx.err(
@@ -438,7 +438,7 @@ fn parse_steps(cx: &mut Ctx, v: Option<&Value>) -> Vec<u64> {
         Some(v) => v,
     };
     let Value::Sequence(seq) = v else {
-        let example = match v.as_i64() {
+        let example = match super::values::as_int(v) {
             Some(i) => format!("[{i}]"),
             None => "[1, 2, 5]".to_string(),
         };
@@ -455,7 +455,7 @@ fn parse_steps(cx: &mut Ctx, v: Option<&Value>) -> Vec<u64> {
     };
     let mut out = Vec::new();
     for (i, item) in seq.iter().enumerate() {
-        match item.as_i64() {
+        match super::values::as_int(item) {
             Some(s) if s >= 1 => out.push(s as u64),
             _ => cx.err(
                 &format!("{p}[{i}]"),
@@ -489,7 +489,7 @@ fn parse_ranks(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> Option<Vec<
     let mut out = Vec::new();
     for (i, item) in seq.iter().enumerate() {
         let ip = format!("{p}[{i}]");
-        match item.as_i64() {
+        match super::values::as_int(item) {
             Some(r) if r >= 0 && r < world as i64 => out.push(r as u32),
             Some(r) if r >= 0 => cx.err(
                 &ip,

@@ -28,6 +28,27 @@ pub fn is_interp(v: &Value) -> bool {
     matches!(v, Value::String(s) if s.contains("${"))
 }
 
+/// The integer value of `v`. Besides YAML integers this accepts the YAML 1.1 spelling with
+/// digit separators (`100_000`, as in verl's own `ppo_trainer.yaml`), which OmegaConf reads as
+/// an integer but a YAML 1.2 parser reads as a string.
+pub fn as_int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => {
+            let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+            let ok = body.starts_with(|c: char| c.is_ascii_digit())
+                && body.chars().all(|c| c.is_ascii_digit() || c == '_')
+                && body.contains('_');
+            if ok {
+                s.replace('_', "").parse().ok()
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
 /// A short rendering of a YAML value for messages (`'yes'`, `3`, `[1,2]`).
 pub fn show(v: &Value) -> String {
     match v {
@@ -137,7 +158,7 @@ impl Ctx {
     /// Reads an integer.
     pub fn int(&mut self, m: &Mapping, key: &str, path: &str) -> Option<i64> {
         let v = Self::get(m, key)?;
-        match v.as_i64() {
+        match as_int(v) {
             Some(i) => Some(i),
             None => {
                 self.wrong(&format!("{path}.{key}"), v, "an integer");
@@ -149,7 +170,7 @@ impl Ctx {
     /// Reads an integer that must be > 0.
     pub fn pos_int(&mut self, m: &Mapping, key: &str, path: &str) -> Option<u64> {
         let v = Self::get(m, key)?;
-        match v.as_i64() {
+        match as_int(v) {
             Some(i) if i > 0 => Some(i as u64),
             _ => {
                 self.err(
@@ -170,7 +191,7 @@ impl Ctx {
         }
         match v {
             Value::Null => Some(None),
-            _ => match v.as_i64() {
+            _ => match as_int(v) {
                 Some(i) if i > 0 => Some(Some(i as u64)),
                 _ => {
                     self.err(
