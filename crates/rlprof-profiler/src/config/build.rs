@@ -60,6 +60,8 @@ const NSYS_ROLE_KEYS: &[&str] = &["_target_", "discrete"];
 /// Settings of `global_profiler` after validation.
 struct Global {
     tool: Option<Tool>,
+    /// `tool` was written (possibly invalid, already reported).
+    tool_given: bool,
     steps: Vec<u64>,
     continuous: bool,
     save_path: String,
@@ -190,7 +192,7 @@ pub fn build_plan(doc: &Value) -> Result<ProfilePlan, ProfilerError> {
     // Tool choice.
     let (tool, tool_source) = if let Some(t) = global.tool {
         (Some(t), "global_profiler.tool".to_string())
-    } else if global.steps.is_empty() {
+    } else if global.steps.is_empty() || global.tool_given {
         (None, "no steps listed".to_string())
     } else {
         let mut written: Vec<(Tool, String)> = Vec::new();
@@ -323,6 +325,7 @@ fn world_size(cx: &mut Ctx, root: &Mapping) -> u32 {
 fn parse_global(cx: &mut Ctx, root: &Mapping) -> Global {
     let mut g = Global {
         tool: None,
+        tool_given: false,
         steps: vec![],
         continuous: false,
         save_path: "outputs/profile".into(),
@@ -336,6 +339,7 @@ fn parse_global(cx: &mut Ctx, root: &Mapping) -> Global {
     };
     cx.check_keys(m, p, GLOBAL_KEYS);
     g.tool = cx.tool(m, "tool", p);
+    g.tool_given = Ctx::get(m, "tool").is_some();
     g.steps = parse_steps(cx, m.get("steps"));
     g.continuous = cx
         .bool(m, "profile_continuous_steps", p)
