@@ -83,7 +83,12 @@ fn example_b_end_to_end_all_roles_all_ranks() {
         assert!(!r.discrete, "{role:?}");
         assert_eq!(r.tool, Tool::Npu);
         assert_eq!(r.level, Level::Level0);
-        assert_eq!(r.contents, [Content::Npu, Content::Cpu].into_iter().collect::<Contents>());
+        assert_eq!(
+            r.contents,
+            [Content::Npu, Content::Cpu]
+                .into_iter()
+                .collect::<Contents>()
+        );
         assert!(r.analysis);
         assert_eq!(r.save_path.to_str(), Some("outputs/profile"));
         assert!(r.collects_on(1));
@@ -113,14 +118,25 @@ fn examples_json_and_describe() {
     assert_eq!(j["steps"], serde_json::json!([1, 2, 5]));
     assert_eq!(j["step_groups"], serde_json::json!([[1], [2], [5]]));
     assert_eq!(j["roles"]["rollout"]["enable"], true);
-    assert_eq!(j["roles"]["ref"]["contents"], serde_json::json!(["npu", "cpu"]));
+    assert_eq!(
+        j["roles"]["ref"]["contents"],
+        serde_json::json!(["npu", "cpu"])
+    );
     assert_eq!(j["roles"]["actor"]["level"], "level0");
     assert_eq!(j["roles"]["actor"]["caps"]["max_events"], 50_000_000);
     assert_eq!(j["profile_continuous_steps"], false);
     let d = describe(&p);
-    assert!(d.starts_with("tool npu (inferred from actor_rollout_ref.actor.profiler.tool_config.npu)"), "{d}");
+    assert!(
+        d.starts_with("tool npu (inferred from actor_rollout_ref.actor.profiler.tool_config.npu)"),
+        "{d}"
+    );
     assert!(d.contains("steps [1, 2, 5] -> 3 collections"), "{d}");
-    assert!(d.contains("actor: all ranks [0], tool npu, end-to-end, level0, contents npu+cpu, analysis on"), "{d}");
+    assert!(
+        d.contains(
+            "actor: all ranks [0], tool npu, end-to-end, level0, contents npu+cpu, analysis on"
+        ),
+        "{d}"
+    );
     let a = plan(EXAMPLE_A);
     assert_eq!(plan_json(&a)["tool"], serde_json::Value::Null);
     assert!(describe(&a).contains("nothing is collected"));
@@ -267,7 +283,12 @@ actor_rollout_ref:
         assert!(r.enable);
         assert_eq!(r.ranks, vec![0]);
         assert_eq!(r.level, Level::Level2);
-        assert_eq!(r.contents, [Content::Npu, Content::Memory].into_iter().collect::<Contents>());
+        assert_eq!(
+            r.contents,
+            [Content::Npu, Content::Memory]
+                .into_iter()
+                .collect::<Contents>()
+        );
         assert!(!r.analysis);
         assert_eq!(r.save_path.to_str(), Some("/tmp/prof"));
         assert_eq!(r.caps.max_events, Some(1000));
@@ -322,7 +343,10 @@ actor_rollout_ref:
     let r#ref = p.role(Role::Ref).unwrap();
     assert_eq!(r#ref.ranks, vec![1, 3]);
     assert_eq!(r#ref.level, Level::Level2);
-    assert_eq!(r#ref.contents, [Content::Cpu].into_iter().collect::<Contents>());
+    assert_eq!(
+        r#ref.contents,
+        [Content::Cpu].into_iter().collect::<Contents>()
+    );
     assert_eq!(r#ref.save_path.to_str(), Some("ref_out"));
     assert_eq!(p.role(Role::Actor).unwrap().ranks, vec![0, 1, 2, 3]);
 }
@@ -371,8 +395,14 @@ fn rank_selection_matrix_world_size_two() {
         .find(|w| w.starts_with("actor_rollout_ref.actor.profiler:"))
         .expect("warning for actor");
     assert!(w.contains("collects nothing"), "{w}");
-    assert!(w.contains("actor_rollout_ref.actor.profiler.all_ranks=True"), "{w}");
-    assert!(w.contains("actor_rollout_ref.actor.profiler.ranks=[0]"), "{w}");
+    assert!(
+        w.contains("actor_rollout_ref.actor.profiler.all_ranks=True"),
+        "{w}"
+    );
+    assert!(
+        w.contains("actor_rollout_ref.actor.profiler.ranks=[0]"),
+        "{w}"
+    );
     assert!(!w.contains('\n'));
     assert!(describe(&none).contains("warning: actor_rollout_ref.actor.profiler:"));
 }
@@ -393,8 +423,14 @@ actor_rollout_ref: {actor: {profiler: {enable: true, ranks: [0]}}}",
     assert_eq!(p.steps, vec![1, 2, 5, 7, 8, 9]);
     assert_eq!(p.step_groups, vec![vec![1, 2], vec![5], vec![7, 8, 9]]);
     assert_eq!(p.group_of(8), Some(&[7u64, 8, 9][..]));
-    assert_eq!(plan_json(&p)["step_groups"], serde_json::json!([[1, 2], [5], [7, 8, 9]]));
-    let p = plan_ov(EXAMPLE_B, &["++global_profiler.profile_continuous_steps=True"]);
+    assert_eq!(
+        plan_json(&p)["step_groups"],
+        serde_json::json!([[1, 2], [5], [7, 8, 9]])
+    );
+    let p = plan_ov(
+        EXAMPLE_B,
+        &["++global_profiler.profile_continuous_steps=True"],
+    );
     assert_eq!(p.step_groups, vec![vec![1, 2], vec![5]]);
     let p = plan("global_profiler: {tool: npu, steps: [1, 2, 5]}");
     assert_eq!(p.step_groups, vec![vec![1], vec![2], vec![5]]);
@@ -419,11 +455,19 @@ actor_rollout_ref:
     let r = p.role(Role::Rollout).unwrap();
     assert_eq!(r.tool, Tool::Torch);
     assert!(r.discrete);
-    assert_eq!(r.contents, [Content::Cuda, Content::Shapes].into_iter().collect::<Contents>());
+    assert_eq!(
+        r.contents,
+        [Content::Cuda, Content::Shapes]
+            .into_iter()
+            .collect::<Contents>()
+    );
     let f = p.role(Role::Ref).unwrap();
     assert_eq!(f.tool, Tool::TorchMemory);
     assert!(!f.discrete);
-    assert_eq!(f.contents, [Content::Memory].into_iter().collect::<Contents>());
+    assert_eq!(
+        f.contents,
+        [Content::Memory].into_iter().collect::<Contents>()
+    );
     assert_eq!(f.torch_memory.trace_alloc_max_entries, 10);
     assert_eq!(f.torch_memory.stack_depth, 4);
 }

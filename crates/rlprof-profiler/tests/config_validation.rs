@@ -18,7 +18,10 @@ fn one(yaml: &str, path: &str, needles: &[&str]) -> String {
     let v = problems(yaml);
     assert_eq!(v.len(), 1, "{v:#?}");
     let m = &v[0];
-    assert!(m.starts_with(&format!("{path}:")), "path {path} not first in: {m}");
+    assert!(
+        m.starts_with(&format!("{path}:")),
+        "path {path} not first in: {m}"
+    );
     for n in needles {
         assert!(m.contains(n), "{n:?} missing in: {m}");
     }
@@ -36,13 +39,23 @@ fn unknown_global_key_with_suggestion() {
     one(
         "global_profiler: {stpes: [1], tool: npu}",
         "global_profiler.stpes",
-        &["unknown key", "did you mean 'steps'?", "valid keys:", "profile_continuous_steps", "save_path"],
+        &[
+            "unknown key",
+            "did you mean 'steps'?",
+            "valid keys:",
+            "profile_continuous_steps",
+            "save_path",
+        ],
     );
 }
 
 #[test]
 fn unknown_role_and_nested_keys() {
-    one(&actor("{enabel: true}"), &format!("{ACTOR}.enabel"), &["did you mean 'enable'?", "all_ranks"]);
+    one(
+        &actor("{enabel: true}"),
+        &format!("{ACTOR}.enabel"),
+        &["did you mean 'enable'?", "all_ranks"],
+    );
     one(
         &actor("{tool_config: {npu: {levle: level1}}}"),
         &format!("{ACTOR}.tool_config.npu.levle"),
@@ -56,7 +69,11 @@ fn unknown_role_and_nested_keys() {
     one(
         "actor_rollout_ref: {rollout: {profiler: {tool_config: {tpu: {}}}}}",
         "actor_rollout_ref.rollout.profiler.tool_config.tpu",
-        &["unknown key", "did you mean 'npu'?", "nsys, npu, torch, torch_memory"],
+        &[
+            "unknown key",
+            "did you mean 'npu'?",
+            "nsys, npu, torch, torch_memory",
+        ],
     );
 }
 
@@ -73,10 +90,23 @@ fn other_sections_are_not_checked() {
 
 #[test]
 fn wrong_type_string_for_bool() {
-    one(&actor("{enable: 'yes'}"), &format!("{ACTOR}.enable"), &["'yes'", "a string", "boolean (true or false)"]);
-    one(&actor("{all_ranks: 1}"), &format!("{ACTOR}.all_ranks"), &["1 is an integer", "true or false"]);
+    one(
+        &actor("{enable: 'yes'}"),
+        &format!("{ACTOR}.enable"),
+        &["'yes'", "a string", "boolean (true or false)"],
+    );
+    one(
+        &actor("{all_ranks: 1}"),
+        &format!("{ACTOR}.all_ranks"),
+        &["1 is an integer", "true or false"],
+    );
     // YAML True/False are booleans.
-    let doc = load_document_str(&actor("{enable: True, all_ranks: False, ranks: [0]}"), "t", &[]).unwrap();
+    let doc = load_document_str(
+        &actor("{enable: True, all_ranks: False, ranks: [0]}"),
+        "t",
+        &[],
+    )
+    .unwrap();
     let p = build_plan(&doc).unwrap();
     assert!(p.roles.values().next().unwrap().enable);
 }
@@ -86,7 +116,11 @@ fn unknown_tool_level_content() {
     one(
         "global_profiler: {tool: nsyss, steps: [1]}",
         "global_profiler.tool",
-        &["'nsyss'", "is not one of nsys, npu, torch, torch_memory", "did you mean 'nsys'?"],
+        &[
+            "'nsyss'",
+            "is not one of nsys, npu, torch, torch_memory",
+            "did you mean 'nsys'?",
+        ],
     );
     let m = one(
         &actor("{tool_config: {npu: {level: level3}}}"),
@@ -97,12 +131,20 @@ fn unknown_tool_level_content() {
     one(
         &actor("{tool_config: {npu: {contents: [npu, memroy]}}}"),
         &format!("{ACTOR}.tool_config.npu.contents[1]"),
-        &["'memroy'", "npu, cpu, memory, shapes, module, stack", "did you mean 'memory'?"],
+        &[
+            "'memroy'",
+            "npu, cpu, memory, shapes, module, stack",
+            "did you mean 'memory'?",
+        ],
     );
     one(
         &actor("{tool: torchh}"),
         &format!("{ACTOR}.tool"),
-        &["'torchh'", "nsys, npu, torch, torch_memory", "did you mean 'torch'?"],
+        &[
+            "'torchh'",
+            "nsys, npu, torch, torch_memory",
+            "did you mean 'torch'?",
+        ],
     );
 }
 
@@ -111,12 +153,18 @@ fn content_not_valid_for_tool() {
     one(
         &actor("{tool_config: {npu: {contents: [cuda]}}}"),
         &format!("{ACTOR}.tool_config.npu.contents[0]"),
-        &["'cuda' is not valid for the npu tool", "npu, cpu, memory, shapes, module, stack"],
+        &[
+            "'cuda' is not valid for the npu tool",
+            "npu, cpu, memory, shapes, module, stack",
+        ],
     );
     one(
         &actor("{tool_config: {torch: {contents: [cpu, module]}}}"),
         &format!("{ACTOR}.tool_config.torch.contents[1]"),
-        &["'module' is not valid for the torch tool", "cuda, cpu, memory, shapes, stack"],
+        &[
+            "'module' is not valid for the torch tool",
+            "cuda, cpu, memory, shapes, stack",
+        ],
     );
 }
 
@@ -125,7 +173,12 @@ fn steps_not_a_list() {
     one(
         "global_profiler: {tool: npu, steps: 3}",
         "global_profiler.steps",
-        &["3 is an integer", "must be a list", "steps: [3]", "global_profiler.steps=[3]"],
+        &[
+            "3 is an integer",
+            "must be a list",
+            "steps: [3]",
+            "global_profiler.steps=[3]",
+        ],
     );
 }
 
@@ -135,7 +188,12 @@ fn bad_steps() {
     assert_eq!(v.len(), 4, "{v:#?}");
     for (i, bad) in [(0, "0"), (1, "-2"), (2, "1.5"), (3, "'x'")] {
         let m = &v[i];
-        assert!(m.starts_with(&format!("global_profiler.steps[{i}]: {bad} is not a valid step")), "{m}");
+        assert!(
+            m.starts_with(&format!(
+                "global_profiler.steps[{i}]: {bad} is not a valid step"
+            )),
+            "{m}"
+        );
         assert!(m.contains("integers >= 1"), "{m}");
     }
 }
@@ -162,8 +220,16 @@ fn rank_out_of_range_or_negative() {
 
 #[test]
 fn bad_world_size() {
-    one("trainer: {nnodes: 0}", "trainer.nnodes", &["0 is not valid", "integer > 0"]);
-    one("trainer: {n_gpus_per_node: two}", "trainer.n_gpus_per_node", &["'two'", "integer > 0"]);
+    one(
+        "trainer: {nnodes: 0}",
+        "trainer.nnodes",
+        &["0 is not valid", "integer > 0"],
+    );
+    one(
+        "trainer: {n_gpus_per_node: two}",
+        "trainer.n_gpus_per_node",
+        &["'two'", "integer > 0"],
+    );
 }
 
 #[test]
@@ -209,7 +275,11 @@ fn bad_caps() {
         "global_profiler.max_events",
         &["0 is not valid", "integer > 0, or null for no limit"],
     );
-    one(&actor("{max_bytes: lots}"), &format!("{ACTOR}.max_bytes"), &["'lots'", "integer > 0"]);
+    one(
+        &actor("{max_bytes: lots}"),
+        &format!("{ACTOR}.max_bytes"),
+        &["'lots'", "integer > 0"],
+    );
 }
 
 #[test]
@@ -225,7 +295,12 @@ actor_rollout_ref:
   actor: {profiler: {enable: true, all_ranks: true, tool_config: {npu: {discrete: false}}}}
   rollout: {profiler: {tool_config: {torch: {contents: [cpu]}}}}",
         "global_profiler.tool",
-        &["several tools", "actor_rollout_ref.actor.profiler.tool_config.npu", "actor_rollout_ref.rollout.profiler.tool_config.torch", "set global_profiler.tool"],
+        &[
+            "several tools",
+            "actor_rollout_ref.actor.profiler.tool_config.npu",
+            "actor_rollout_ref.rollout.profiler.tool_config.torch",
+            "set global_profiler.tool",
+        ],
     );
 }
 
@@ -236,14 +311,34 @@ fn three_problems_at_once() {
 actor_rollout_ref: {actor: {profiler: {enable: 'yes', tool_config: {npu: {level: level3}}}}}",
     );
     assert_eq!(v.len(), 4, "{v:#?}");
-    assert!(v.iter().any(|m| m.starts_with("global_profiler.stpes: unknown key; did you mean 'steps'?")));
-    assert!(v.iter().any(|m| m.starts_with("global_profiler.steps[0]: 0 is not a valid step")));
-    assert!(v.iter().any(|m| m.starts_with("actor_rollout_ref.actor.profiler.enable: 'yes' is a string")));
-    assert!(v.iter().any(|m| m.starts_with("actor_rollout_ref.actor.profiler.tool_config.npu.level: 'level3'")));
+    assert!(v
+        .iter()
+        .any(|m| m.starts_with("global_profiler.stpes: unknown key; did you mean 'steps'?")));
+    assert!(v
+        .iter()
+        .any(|m| m.starts_with("global_profiler.steps[0]: 0 is not a valid step")));
+    assert!(v
+        .iter()
+        .any(|m| m.starts_with("actor_rollout_ref.actor.profiler.enable: 'yes' is a string")));
+    assert!(
+        v.iter()
+            .any(|m| m
+                .starts_with("actor_rollout_ref.actor.profiler.tool_config.npu.level: 'level3'"))
+    );
     // The Display of the error lists them all.
-    let doc = load_document_str("global_profiler: {stpes: 1, tool: x, save_path: 3}", "t", &[]).unwrap();
+    let doc = load_document_str(
+        "global_profiler: {stpes: 1, tool: x, save_path: 3}",
+        "t",
+        &[],
+    )
+    .unwrap();
     let e = build_plan(&doc).unwrap_err().to_string();
-    assert!(e.contains("global_profiler.stpes") && e.contains("global_profiler.tool") && e.contains("global_profiler.save_path"), "{e}");
+    assert!(
+        e.contains("global_profiler.stpes")
+            && e.contains("global_profiler.tool")
+            && e.contains("global_profiler.save_path"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -273,7 +368,10 @@ fn missing_file_names_path() {
     let Err(ProfilerError::Config(v)) = load_document(Some(p), &[]) else {
         panic!("expected an error");
     };
-    assert!(v[0].starts_with("/nonexistent/dir/ppo_trainer.yaml: cannot read"), "{v:?}");
+    assert!(
+        v[0].starts_with("/nonexistent/dir/ppo_trainer.yaml: cannot read"),
+        "{v:?}"
+    );
 }
 
 #[test]

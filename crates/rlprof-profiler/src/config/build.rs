@@ -341,9 +341,7 @@ fn parse_global(cx: &mut Ctx, root: &Mapping) -> Global {
     g.tool = cx.tool(m, "tool", p);
     g.tool_given = Ctx::get(m, "tool").is_some();
     g.steps = parse_steps(cx, m.get("steps"));
-    g.continuous = cx
-        .bool(m, "profile_continuous_steps", p)
-        .unwrap_or(false);
+    g.continuous = cx.bool(m, "profile_continuous_steps", p).unwrap_or(false);
     if let Some(s) = cx.string(m, "save_path", p) {
         g.save_path = s;
     }
@@ -410,7 +408,10 @@ fn pos_u32(cx: &mut Ctx, m: &Mapping, key: &str, path: &str) -> Option<u32> {
         Err(_) => {
             cx.err(
                 &format!("{path}.{key}"),
-                format!("{v} is too large; expected an integer between 1 and {}", u32::MAX),
+                format!(
+                    "{v} is too large; expected an integer between 1 and {}",
+                    u32::MAX
+                ),
             );
             None
         }

@@ -76,7 +76,11 @@ fn cap_words(c: &Caps) -> String {
         Some(n) => format!("{n} {unit}"),
         None => format!("unlimited {unit}"),
     };
-    format!("{}, {}", one(c.max_events, "events"), one(c.max_bytes, "bytes"))
+    format!(
+        "{}, {}",
+        one(c.max_events, "events"),
+        one(c.max_bytes, "bytes")
+    )
 }
 
 fn groups_words(groups: &[Vec<u64>]) -> String {
@@ -138,7 +142,11 @@ pub fn describe(plan: &ProfilePlan) -> String {
         } else {
             "end-to-end"
         };
-        let mut line = format!("{}: {ranks}, tool {}, {mode}", role.as_str(), r.tool.as_str());
+        let mut line = format!(
+            "{}: {ranks}, tool {}, {mode}",
+            role.as_str(),
+            r.tool.as_str()
+        );
         match r.tool {
             Tool::Npu => line.push_str(&format!(
                 ", {}, contents {}, analysis {}",
@@ -146,10 +154,7 @@ pub fn describe(plan: &ProfilePlan) -> String {
                 contents_words(r.contents),
                 if r.analysis { "on" } else { "off" }
             )),
-            Tool::Torch => line.push_str(&format!(
-                ", contents {}",
-                contents_words(r.contents)
-            )),
+            Tool::Torch => line.push_str(&format!(", contents {}", contents_words(r.contents))),
             Tool::TorchMemory => line.push_str(&format!(
                 ", trace_alloc_max_entries {}, stack_depth {}",
                 r.torch_memory.trace_alloc_max_entries, r.torch_memory.stack_depth

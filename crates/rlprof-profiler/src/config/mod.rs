@@ -23,10 +23,7 @@ pub use overrides::parse_value as parse_override_value;
 
 /// Reads the YAML file (None = empty document), applies Hydra-style overrides, returns the merged
 /// document.
-pub fn load_document(
-    path: Option<&Path>,
-    overrides: &[String],
-) -> Result<Value, ProfilerError> {
+pub fn load_document(path: Option<&Path>, overrides: &[String]) -> Result<Value, ProfilerError> {
     match path {
         None => load_document_str("", "<empty>", overrides),
         Some(p) => {

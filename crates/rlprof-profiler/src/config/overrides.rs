@@ -27,8 +27,10 @@ pub fn parse_value(text: &str) -> Result<Value, String> {
     if t.is_empty() {
         return Ok(Value::String(String::new()));
     }
+    // serde_yaml reads `True`/`False`/`TRUE`/`FALSE` as booleans, as Hydra does; quoted
+    // `'True'` stays a string.
     match serde_yaml::from_str::<Value>(t) {
-        Ok(v) => Ok(fix_bools(v)),
+        Ok(v) => Ok(v),
         Err(e) => {
             // A bare string that YAML cannot read as a flow value (e.g. `a: b`) stays a string,
             // but an unbalanced list or quote is an error.
@@ -39,19 +41,6 @@ pub fn parse_value(text: &str) -> Result<Value, String> {
                 Ok(Value::String(t.to_string()))
             }
         }
-    }
-}
-
-/// Makes YAML 1.1 / Hydra spellings of booleans (`True`, `FALSE`) real booleans.
-fn fix_bools(v: Value) -> Value {
-    match v {
-        Value::String(s) => match s.as_str() {
-            "True" | "TRUE" | "true" => Value::Bool(true),
-            "False" | "FALSE" | "false" => Value::Bool(false),
-            _ => Value::String(s),
-        },
-        Value::Sequence(seq) => Value::Sequence(seq.into_iter().map(fix_bools).collect()),
-        other => other,
     }
 }
 
