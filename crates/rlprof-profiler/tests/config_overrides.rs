@@ -84,25 +84,63 @@ fn add_new_key_with_plus_creates_maps() {
 
 #[test]
 fn missing_key_without_plus_is_an_error_suggesting_plus() {
-    let v = errors(&["actor_rollout_ref.actor.profiler.max_events=10"]);
+    let v = errors(&["actor_rollout_ref.actor.optim.lr=1e-6"]);
     assert_eq!(v.len(), 1);
     assert!(
-        v[0].contains("'actor_rollout_ref.actor.profiler.max_events' does not exist"),
+        v[0].contains("'actor_rollout_ref.actor.optim' does not exist"),
         "{}",
         v[0]
     );
     assert!(
-        v[0].contains("+actor_rollout_ref.actor.profiler.max_events=10"),
+        v[0].contains("+actor_rollout_ref.actor.optim.lr=1e-6"),
+        "{}",
+        v[0]
+    );
+    let v = errors(&["trainer.total_epochs=3"]);
+    assert!(
+        v[0].contains("'trainer.total_epochs' does not exist")
+            && v[0].contains("'+trainer.total_epochs=3'"),
         "{}",
         v[0]
     );
     let v = errors(&["global_profiler.stpes=[1]"]);
     assert!(v[0].contains("did you mean 'steps'?"), "{}", v[0]);
+    // A role section the job does not have cannot be created without `+`.
     let v = errors(&["critic.profiler.enable=true"]);
     assert!(
         v[0].contains("'critic' does not exist") && v[0].contains("+critic.profiler.enable=true"),
         "{}",
         v[0]
+    );
+}
+
+#[test]
+fn profiler_schema_keys_count_as_existing() {
+    // As in verl's full ppo_trainer.yaml, every profiler key exists, so a plain override may set
+    // one the file does not write (the spec's own examples do this on minimal files).
+    let doc = load_document_str(
+        "global_profiler: {steps: null}",
+        "a.yaml",
+        &[
+            "global_profiler.steps=[1,2,5]".to_string(),
+            "global_profiler.tool=npu".to_string(),
+            "actor_rollout_ref.actor.profiler.enable=True".to_string(),
+            "actor_rollout_ref.rollout.profiler.tool_config.npu.discrete=True".to_string(),
+            "actor_rollout_ref.actor.profiler.max_events=10".to_string(),
+            "trainer.n_gpus_per_node=2".to_string(),
+            "global_profiler.global_tool_config.nsys.worker_nsight_options.kill=sigkill"
+                .to_string(),
+        ],
+    )
+    .unwrap();
+    let p = build_plan(&doc).unwrap();
+    assert_eq!(p.world_size, 2);
+    assert!(p.role(Role::Actor).unwrap().enable);
+    assert_eq!(p.role(Role::Actor).unwrap().caps.max_events, Some(10));
+    assert!(p.role(Role::Rollout).unwrap().discrete);
+    assert_eq!(
+        p.nsys.worker_nsight_options["kill"],
+        serde_json::json!("sigkill")
     );
 }
 

@@ -9,53 +9,13 @@ use serde_yaml::{Mapping, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use super::schema::*;
 use super::values::{show, Ctx};
 use crate::error::ProfilerError;
 use crate::plan::{
     Caps, Content, Contents, Level, NsysOptions, ProfilePlan, Role, RolePlan, Tool,
     TorchMemoryOptions,
 };
-
-const GLOBAL_KEYS: &[&str] = &[
-    "_target_",
-    "tool",
-    "steps",
-    "profile_continuous_steps",
-    "save_path",
-    "global_tool_config",
-    "max_events",
-    "max_bytes",
-];
-const GLOBAL_TOOL_KEYS: &[&str] = &["_target_", "nsys", "torch_memory"];
-const NSYS_GLOBAL_KEYS: &[&str] = &[
-    "_target_",
-    "discrete",
-    "controller_nsight_options",
-    "worker_nsight_options",
-];
-const TORCH_MEMORY_KEYS: &[&str] = &[
-    "_target_",
-    "trace_alloc_max_entries",
-    "stack_depth",
-    "context",
-    "stacks",
-    "kw_args",
-];
-const ROLE_KEYS: &[&str] = &[
-    "_target_",
-    "tool",
-    "enable",
-    "all_ranks",
-    "ranks",
-    "save_path",
-    "tool_config",
-    "max_events",
-    "max_bytes",
-];
-const TOOL_CONFIG_KEYS: &[&str] = &["_target_", "nsys", "npu", "torch", "torch_memory"];
-const NPU_KEYS: &[&str] = &["_target_", "level", "contents", "analysis", "discrete"];
-const TORCH_KEYS: &[&str] = &["_target_", "contents", "step_start", "step_end", "discrete"];
-const NSYS_ROLE_KEYS: &[&str] = &["_target_", "discrete"];
 
 /// Settings of `global_profiler` after validation.
 struct Global {

@@ -10,6 +10,7 @@
 mod build;
 mod describe;
 mod overrides;
+mod schema;
 mod values;
 
 use serde_yaml::{Mapping, Value};

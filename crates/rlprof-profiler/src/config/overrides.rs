@@ -2,6 +2,9 @@
 //!
 //! Forms (as in Hydra):
 //! - `a.b.c=value` sets an existing key; a missing key is an error that suggests `+a.b.c=value`.
+//!   Keys of the profiler schema (`global_profiler.*`, `<role>.profiler.*`, `trainer.nnodes`,
+//!   `trainer.n_gpus_per_node`) count as existing even when the file does not write them, as they
+//!   do in verl's full `ppo_trainer.yaml`.
 //! - `+a.b.c=value` adds a new key (creating intermediate maps); an existing key is an error.
 //! - `++a.b.c=value` sets the key whether or not it exists.
 //! - `~a.b.c` (or `~a.b.c=value`) removes a key.
@@ -11,6 +14,7 @@
 
 use serde_yaml::{Mapping, Value};
 
+use super::schema;
 use super::values::suggest;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +106,9 @@ fn apply_one(doc: &mut Value, ov: &str) -> Result<(), String> {
                 Mode::Add | Mode::Force => {
                     map.insert(k.clone(), Value::Mapping(Mapping::new()));
                 }
+                Mode::Set if schema::knows(&segments[..=i]) => {
+                    map.insert(k.clone(), Value::Mapping(Mapping::new()));
+                }
                 Mode::Set | Mode::Delete => {
                     return Err(missing(map, &segments[..=i], mode, ov));
                 }
@@ -118,7 +125,7 @@ fn apply_one(doc: &mut Value, ov: &str) -> Result<(), String> {
     let exists = map.contains_key(&k);
     match mode {
         Mode::Set => {
-            if !exists {
+            if !exists && !schema::knows(&segments) {
                 return Err(missing(map, &segments, mode, ov));
             }
             map.insert(k, value.expect("value"));
@@ -156,7 +163,8 @@ fn not_a_map(path: &str) -> String {
 fn missing(map: &Mapping, segments: &[&str], mode: Mode, ov: &str) -> String {
     let path = segments.join(".");
     let last = segments.last().copied().unwrap_or("");
-    let keys: Vec<&str> = map.keys().filter_map(|k| k.as_str()).collect();
+    let mut keys: Vec<&str> = map.keys().filter_map(|k| k.as_str()).collect();
+    keys.extend(schema::keys_under(&segments[..segments.len() - 1]));
     let hint = match suggest(last, &keys) {
         Some(s) => format!(" did you mean '{s}'?"),
         None => String::new(),
