@@ -132,10 +132,15 @@ fn examples_json_and_describe() {
     );
     assert!(d.contains("steps [1, 2, 5] -> 3 collections"), "{d}");
     assert!(
-        d.contains(
-            "actor: all ranks [0], tool npu, end-to-end, level0, contents npu+cpu, analysis on"
-        ),
+        d.contains("actor: all ranks [0], tool npu, end-to-end"),
         "{d}"
+    );
+    assert!(d.contains("level0, contents npu+cpu, analysis on"), "{d}");
+    assert!(d.contains("caps 50000000 events, 2 GiB"), "{d}");
+    let c = describe(&plan(EXAMPLE_C));
+    assert!(
+        c.contains("rollout: all ranks [0], tool npu, discrete"),
+        "{c}"
     );
     let a = plan(EXAMPLE_A);
     assert_eq!(plan_json(&a)["tool"], serde_json::Value::Null);
@@ -495,4 +500,16 @@ fn empty_document_and_missing_file_path_none() {
     assert!(p.steps.is_empty());
     assert_eq!(p.save_path.to_str(), Some("outputs/profile"));
     assert_eq!(p.roles.len(), 3);
+}
+
+#[test]
+fn load_document_str_errors_name_origin() {
+    let e = load_document_str("a: [1\n", "builtin:ppo_trainer", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("builtin:ppo_trainer:"), "{e}");
+    let e = load_document_str("- 1\n- 2\n", "list.yaml", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("list.yaml: the document is a list"), "{e}");
 }

@@ -71,16 +71,26 @@ fn contents_words(c: Contents) -> String {
         .join("+")
 }
 
+fn bytes_words(n: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (size, unit) in UNITS {
+        if n >= size && n.is_multiple_of(size) {
+            return format!("{} {unit}", n / size);
+        }
+    }
+    format!("{n} bytes")
+}
+
 fn cap_words(c: &Caps) -> String {
-    let one = |v: Option<u64>, unit: &str| match v {
-        Some(n) => format!("{n} {unit}"),
-        None => format!("unlimited {unit}"),
+    let events = match c.max_events {
+        Some(n) => format!("{n} events"),
+        None => "unlimited events".to_string(),
     };
-    format!(
-        "{}, {}",
-        one(c.max_events, "events"),
-        one(c.max_bytes, "bytes")
-    )
+    let bytes = match c.max_bytes {
+        Some(n) => bytes_words(n),
+        None => "unlimited bytes".to_string(),
+    };
+    format!("{events}, {bytes}")
 }
 
 fn groups_words(groups: &[Vec<u64>]) -> String {
@@ -140,7 +150,7 @@ pub fn describe(plan: &ProfilePlan) -> String {
         let mode = if r.discrete {
             "discrete (one collection per role call)"
         } else {
-            "end-to-end"
+            "end-to-end (role calls marked inside one collection per step)"
         };
         let mut line = format!(
             "{}: {ranks}, tool {}, {mode}",
