@@ -1,0 +1,123 @@
+//! The schema of the profiler sections: the valid keys at each level.
+//!
+//! Used by validation (unknown keys) and by overrides: a plain `a.b.c=value` override may set a
+//! profiler key the file does not write, because in verl's full `ppo_trainer.yaml` every such key
+//! exists (Hydra would accept it there). Keys outside this schema need `+`.
+
+/// Valid keys of `global_profiler`.
+pub const GLOBAL_KEYS: &[&str] = &[
+    "_target_",
+    "tool",
+    "steps",
+    "profile_continuous_steps",
+    "save_path",
+    "global_tool_config",
+    "max_events",
+    "max_bytes",
+];
+/// Valid keys of `global_profiler.global_tool_config`.
+pub const GLOBAL_TOOL_KEYS: &[&str] = &["_target_", "nsys", "torch_memory"];
+/// Valid keys of `global_profiler.global_tool_config.nsys`.
+pub const NSYS_GLOBAL_KEYS: &[&str] = &[
+    "_target_",
+    "discrete",
+    "controller_nsight_options",
+    "worker_nsight_options",
+];
+/// Valid keys of a `torch_memory` block (global or per role); verl's `context`, `stacks`, `kw_args` are accepted and ignored.
+pub const TORCH_MEMORY_KEYS: &[&str] = &[
+    "_target_",
+    "trace_alloc_max_entries",
+    "stack_depth",
+    "context",
+    "stacks",
+    "kw_args",
+];
+/// Valid keys of a role's `profiler` block.
+pub const ROLE_KEYS: &[&str] = &[
+    "_target_",
+    "tool",
+    "enable",
+    "all_ranks",
+    "ranks",
+    "save_path",
+    "tool_config",
+    "max_events",
+    "max_bytes",
+];
+/// Valid keys of a role's `profiler.tool_config`.
+pub const TOOL_CONFIG_KEYS: &[&str] = &["_target_", "nsys", "npu", "torch", "torch_memory"];
+/// Valid keys of `tool_config.npu`.
+pub const NPU_KEYS: &[&str] = &["_target_", "level", "contents", "analysis", "discrete"];
+/// Valid keys of `tool_config.torch`.
+pub const TORCH_KEYS: &[&str] = &["_target_", "contents", "step_start", "step_end", "discrete"];
+/// Valid keys of `tool_config.nsys`.
+pub const NSYS_ROLE_KEYS: &[&str] = &["_target_", "discrete"];
+
+/// What a schema level allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Children {
+    /// Exactly these keys.
+    Keys(&'static [&'static str]),
+    /// Any key (pass-through option maps such as `worker_nsight_options`).
+    Any,
+}
+
+/// The role sections that always exist in a verl job (`critic` and `reward_model` exist only
+/// when the document has them).
+const ROOT_KEYS: &[&str] = &["global_profiler", "actor_rollout_ref", "trainer"];
+
+/// The schema children of the mapping at `path`, or `None` when the path is not governed by the
+/// profiler schema.
+pub fn children(path: &[&str]) -> Option<Children> {
+    use Children::{Any, Keys};
+    // Strip a role prefix down to its `profiler` block.
+    let role_rest = match path {
+        ["actor_rollout_ref", "actor" | "rollout" | "ref", rest @ ..] => Some(rest),
+        ["critic" | "reward_model", rest @ ..] => Some(rest),
+        _ => None,
+    };
+    if let Some(rest) = role_rest {
+        return match rest {
+            [] => Some(Keys(&["profiler"])),
+            ["profiler"] => Some(Keys(ROLE_KEYS)),
+            ["profiler", "tool_config"] => Some(Keys(TOOL_CONFIG_KEYS)),
+            ["profiler", "tool_config", "npu"] => Some(Keys(NPU_KEYS)),
+            ["profiler", "tool_config", "torch"] => Some(Keys(TORCH_KEYS)),
+            ["profiler", "tool_config", "nsys"] => Some(Keys(NSYS_ROLE_KEYS)),
+            ["profiler", "tool_config", "torch_memory"] => Some(Keys(TORCH_MEMORY_KEYS)),
+            _ => None,
+        };
+    }
+    match path {
+        [] => Some(Keys(ROOT_KEYS)),
+        ["actor_rollout_ref"] => Some(Keys(&["actor", "rollout", "ref"])),
+        ["trainer"] => Some(Keys(&["nnodes", "n_gpus_per_node"])),
+        ["global_profiler"] => Some(Keys(GLOBAL_KEYS)),
+        ["global_profiler", "global_tool_config"] => Some(Keys(GLOBAL_TOOL_KEYS)),
+        ["global_profiler", "global_tool_config", "nsys"] => Some(Keys(NSYS_GLOBAL_KEYS)),
+        ["global_profiler", "global_tool_config", "torch_memory"] => Some(Keys(TORCH_MEMORY_KEYS)),
+        ["global_profiler", "global_tool_config", "nsys", _] => Some(Any),
+        _ => None,
+    }
+}
+
+/// Whether `path` (a full key path) names a key of the profiler schema.
+pub fn knows(path: &[&str]) -> bool {
+    let Some((last, parent)) = path.split_last() else {
+        return false;
+    };
+    match children(parent) {
+        Some(Children::Any) => true,
+        Some(Children::Keys(k)) => k.contains(last),
+        None => false,
+    }
+}
+
+/// The schema keys under `parent` (empty when not governed), for suggestions.
+pub fn keys_under(parent: &[&str]) -> &'static [&'static str] {
+    match children(parent) {
+        Some(Children::Keys(k)) => k,
+        _ => &[],
+    }
+}
