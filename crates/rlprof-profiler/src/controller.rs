@@ -248,12 +248,8 @@ impl RankProfiler {
                     .role(call.role())
                     .filter(|p| p.discrete && p.collects_on(self.rank));
                 if let (Some(step), Some(_), Some(plan)) = (step, group, plan) {
-                    st.active = self.start(
-                        plan.clone(),
-                        vec![step],
-                        call.annotated_name().into(),
-                        true,
-                    );
+                    st.active =
+                        self.start(plan.clone(), vec![step], call.annotated_name().into(), true);
                     started_discrete = st.active.is_some();
                 }
             }

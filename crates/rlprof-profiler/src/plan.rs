@@ -58,7 +58,12 @@ pub enum Level {
 
 impl Level {
     /// All levels, lowest first.
-    pub const ALL: [Level; 4] = [Level::LevelNone, Level::Level0, Level::Level1, Level::Level2];
+    pub const ALL: [Level; 4] = [
+        Level::LevelNone,
+        Level::Level0,
+        Level::Level1,
+        Level::Level2,
+    ];
 
     /// The name used in YAML.
     pub fn as_str(self) -> &'static str {
@@ -160,7 +165,9 @@ impl Contents {
     /// Whether `c` is in the set. Device data asked as `npu` or `cuda` are the same thing.
     pub fn has(self, c: Content) -> bool {
         let mask = match c {
-            Content::Npu | Content::Cuda => (1 << Content::Npu as u32) | (1 << Content::Cuda as u32),
+            Content::Npu | Content::Cuda => {
+                (1 << Content::Npu as u32) | (1 << Content::Cuda as u32)
+            }
             other => 1 << other as u32,
         };
         self.0 & mask != 0

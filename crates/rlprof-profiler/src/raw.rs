@@ -396,7 +396,9 @@ impl<R: Read> RawReader<R> {
         let len = u32::from_le_bytes(h[8..12].try_into().expect("4")) as usize;
         let crc = u32::from_le_bytes(h[12..16].try_into().expect("4"));
         if len > MAX_PAYLOAD {
-            return self.fail(format!("chunk length {len} exceeds the {MAX_PAYLOAD}-byte limit"));
+            return self.fail(format!(
+                "chunk length {len} exceeds the {MAX_PAYLOAD}-byte limit"
+            ));
         }
         self.buf.resize(len, 0);
         match read_prefix(&mut self.input, &mut self.buf) {
@@ -465,7 +467,10 @@ fn decode(kind: ChunkKind, p: &[u8]) -> Result<Chunk, String> {
             }
             Chunk::Records {
                 thread,
-                records: body.chunks_exact(RECORD_SIZE).map(Record::from_bytes).collect(),
+                records: body
+                    .chunks_exact(RECORD_SIZE)
+                    .map(Record::from_bytes)
+                    .collect(),
             }
         }
         ChunkKind::Calibration => Chunk::Calibration(Calibration {

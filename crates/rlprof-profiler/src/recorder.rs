@@ -352,7 +352,9 @@ impl Sink {
             })();
             if let Err(e) = r {
                 if !self.failed.swap(true, Ordering::Relaxed) {
-                    tracing::warn!("profiling data collection failed while finishing, training continues: {e}");
+                    tracing::warn!(
+                        "profiling data collection failed while finishing, training continues: {e}"
+                    );
                 }
             }
         }

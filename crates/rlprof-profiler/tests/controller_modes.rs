@@ -54,34 +54,63 @@ fn range_names(c: &rlprof_profiler::CompletedCollection, cat: RangeCat) -> Vec<S
 #[test]
 fn end_to_end_one_collection_per_step_and_rank_with_role_calls_inside() {
     let dir = tempfile::tempdir().unwrap();
-    let done = run(plan(dir.path(), &[1, 2, 5], false, role_plan(dir.path(), vec![0, 1], false), 2));
+    let done = run(plan(
+        dir.path(),
+        &[1, 2, 5],
+        false,
+        role_plan(dir.path(), vec![0, 1], false),
+        2,
+    ));
     assert_eq!(done.len(), 6);
     let mut per: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for c in &done {
         per.entry(rel(c, dir.path())).or_default().push(c.rank);
-        assert!(c.dir.file_name().unwrap().to_str().unwrap().ends_with("_ascend_pt"));
+        assert!(c
+            .dir
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .ends_with("_ascend_pt"));
         assert!(c.dir.is_dir() && c.raw_file.is_file());
         assert_eq!(op_count(c), 40, "4 role calls x 10 ops inside the step");
         assert_eq!(
             range_names(c, RangeCat::RoleCall),
-            ["compute_log_prob", "compute_ref_log_prob", "generate_sequences", "update_actor"]
+            [
+                "compute_log_prob",
+                "compute_ref_log_prob",
+                "generate_sequences",
+                "update_actor"
+            ]
         );
         assert_eq!(range_names(c, RangeCat::Step).len(), 1);
     }
-    assert_eq!(per.keys().cloned().collect::<Vec<_>>(), ["step1/e2e", "step2/e2e", "step5/e2e"]);
+    assert_eq!(
+        per.keys().cloned().collect::<Vec<_>>(),
+        ["step1/e2e", "step2/e2e", "step5/e2e"]
+    );
     for ranks in per.values_mut() {
         ranks.sort();
         assert_eq!(ranks, &[0, 1]);
     }
     // nothing left under a temporary name
-    let tmp = walk(dir.path()).into_iter().filter(|p| p.ends_with(".tmp")).count();
+    let tmp = walk(dir.path())
+        .into_iter()
+        .filter(|p| p.ends_with(".tmp"))
+        .count();
     assert_eq!(tmp, 0);
 }
 
 #[test]
 fn discrete_one_collection_per_role_call_named_by_role() {
     let dir = tempfile::tempdir().unwrap();
-    let done = run(plan(dir.path(), &[1, 2, 5], false, role_plan(dir.path(), vec![0, 1], true), 2));
+    let done = run(plan(
+        dir.path(),
+        &[1, 2, 5],
+        false,
+        role_plan(dir.path(), vec![0, 1], true),
+        2,
+    ));
     assert_eq!(done.len(), 3 * 4 * 2);
     let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
     for c in &done {
@@ -90,8 +119,17 @@ fn discrete_one_collection_per_role_call_named_by_role() {
         assert_eq!(range_names(c, RangeCat::RoleCall).len(), 1);
     }
     for step in [1, 2, 5] {
-        for role in ["rollout_generate", "actor_compute_log_prob", "ref_compute_log_prob", "actor_update"] {
-            assert_eq!(kinds.get(&format!("step{step}/{role}")), Some(&2), "step{step}/{role}");
+        for role in [
+            "rollout_generate",
+            "actor_compute_log_prob",
+            "ref_compute_log_prob",
+            "actor_update",
+        ] {
+            assert_eq!(
+                kinds.get(&format!("step{step}/{role}")),
+                Some(&2),
+                "step{step}/{role}"
+            );
         }
     }
 }
@@ -99,11 +137,20 @@ fn discrete_one_collection_per_role_call_named_by_role() {
 #[test]
 fn continuous_steps_share_one_collection() {
     let dir = tempfile::tempdir().unwrap();
-    let done = run(plan(dir.path(), &[1, 2, 5], true, role_plan(dir.path(), vec![0, 1], false), 2));
+    let done = run(plan(
+        dir.path(),
+        &[1, 2, 5],
+        true,
+        role_plan(dir.path(), vec![0, 1], false),
+        2,
+    ));
     assert_eq!(done.len(), 4);
     let mut names: Vec<String> = done.iter().map(|c| rel(c, dir.path())).collect();
     names.sort();
-    assert_eq!(names, ["step1-2/e2e", "step1-2/e2e", "step5/e2e", "step5/e2e"]);
+    assert_eq!(
+        names,
+        ["step1-2/e2e", "step1-2/e2e", "step5/e2e", "step5/e2e"]
+    );
     for c in &done {
         let steps = range_names(c, RangeCat::Step).len();
         assert_eq!(op_count(c), 40 * steps);
@@ -114,7 +161,13 @@ fn continuous_steps_share_one_collection() {
 #[test]
 fn only_selected_ranks_collect_and_unselected_steps_record_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let done = run(plan(dir.path(), &[3], false, role_plan(dir.path(), vec![1], false), 2));
+    let done = run(plan(
+        dir.path(),
+        &[3],
+        false,
+        role_plan(dir.path(), vec![1], false),
+        2,
+    ));
     assert_eq!(done.len(), 1);
     assert_eq!(done[0].rank, 1);
     assert_eq!(done[0].steps, vec![3]);
@@ -125,7 +178,13 @@ fn only_selected_ranks_collect_and_unselected_steps_record_nothing() {
 fn role_enabled_with_no_rank_collects_nothing_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let save = dir.path().join("profile");
-    let done = run(plan(&save, &[1, 2], false, role_plan(&save, vec![], false), 2));
+    let done = run(plan(
+        &save,
+        &[1, 2],
+        false,
+        role_plan(&save, vec![], false),
+        2,
+    ));
     assert!(done.is_empty());
     assert!(!save.exists(), "nothing may be written under save_path");
 }
@@ -133,7 +192,15 @@ fn role_enabled_with_no_rank_collects_nothing_and_writes_nothing() {
 #[test]
 fn a_second_run_into_the_same_save_path_overwrites_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let p = || plan(dir.path(), &[1], false, role_plan(dir.path(), vec![0, 1], false), 2);
+    let p = || {
+        plan(
+            dir.path(),
+            &[1],
+            false,
+            role_plan(dir.path(), vec![0, 1], false),
+            2,
+        )
+    };
     let a = run(p());
     let b = run(p());
     let mut all: Vec<_> = a.iter().chain(b.iter()).map(|c| c.dir.clone()).collect();

@@ -23,7 +23,13 @@ pub fn role_plan(save: &Path, ranks: Vec<u32>, discrete: bool) -> RolePlan {
     }
 }
 
-pub fn plan(save: &Path, steps: &[u64], continuous: bool, role: RolePlan, world: u32) -> ProfilePlan {
+pub fn plan(
+    save: &Path,
+    steps: &[u64],
+    continuous: bool,
+    role: RolePlan,
+    world: u32,
+) -> ProfilePlan {
     let step_groups = if continuous {
         let mut groups: Vec<Vec<u64>> = vec![];
         for &s in steps {
