@@ -1,1 +1,91 @@
-fn main() {}
+//! `rlprof`: train (GRPO/DAPO with profiling), check configs, analyse and report collections.
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Performance data collection for RL post-training (GRPO, DAPO).
+#[derive(Parser)]
+#[command(name = "rlprof", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the training job (default: GRPO on the built-in task, profiling steps 1-2).
+    Train {
+        /// A `ppo_trainer.yaml`-layout file (default: the built-in GRPO config).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Hydra-style overrides: `a.b=v`, `+new.key=v`, lists `[1,2]`, `null`, `True`.
+        overrides: Vec<String>,
+        /// Do not show progress bars.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Configuration commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Parse every unparsed collection below PATH (offline analysis).
+    #[command(alias = "analyze")]
+    Analyse {
+        /// A `*_ascend_pt` collection directory or any parent (e.g. the save_path).
+        path: PathBuf,
+        /// Collections parsed in parallel.
+        #[arg(long, short, default_value_t = 2)]
+        jobs: usize,
+    },
+    /// Interactive report of collections.
+    Report {
+        /// A save_path, step directory or collection.
+        path: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate a config and print the collection plan.
+    Check {
+        /// The YAML file (omit for the built-in default). An argument containing `=` is an override.
+        config: Option<String>,
+        /// Overrides.
+        overrides: Vec<String>,
+        /// Print the plan as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    commands::init_logging();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Train {
+            config,
+            overrides,
+            quiet,
+        } => commands::train(config.as_deref(), &overrides, quiet),
+        Command::Config {
+            command:
+                ConfigCommand::Check {
+                    config,
+                    overrides,
+                    json,
+                },
+        } => commands::config_check(config, overrides, json),
+        Command::Analyse { path, jobs } => commands::analyse(&path, jobs),
+        Command::Report { path } => commands::report(&path),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
