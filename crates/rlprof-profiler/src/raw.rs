@@ -167,6 +167,19 @@ impl RawWriter {
             b.reserve(8 + records.len() * RECORD_SIZE);
             b.extend_from_slice(&thread.to_le_bytes());
             b.extend_from_slice(&0u32.to_le_bytes());
+            #[cfg(target_endian = "little")]
+            {
+                // SAFETY: Record is repr(C), 24 bytes with no padding (asserted in record.rs),
+                // so its in-memory bytes on a little-endian target are exactly the file encoding.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(
+                        records.as_ptr() as *const u8,
+                        std::mem::size_of_val(records),
+                    )
+                };
+                b.extend_from_slice(bytes);
+            }
+            #[cfg(not(target_endian = "little"))]
             for r in records {
                 r.to_bytes(b);
             }

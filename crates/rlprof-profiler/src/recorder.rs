@@ -251,7 +251,9 @@ impl Sink {
         }
         // SAFETY: records `from..to` were published by the owner (acquire load of len by caller)
         // and are not modified until `len` is reset under the flush lock, which we hold.
-        let recs: Vec<Record> = (from..to).map(|i| unsafe { *slot.buf[i].get() }).collect();
+        // UnsafeCell<Record> has the layout of Record, so the committed range is a plain slice.
+        let recs: &[Record] =
+            unsafe { std::slice::from_raw_parts(slot.buf[from].get() as *const Record, to - from) };
         let mut w = self.writer.lock().expect("writer");
         let mut keep = recs.len();
         let mut trunc = None;
