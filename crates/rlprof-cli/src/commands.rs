@@ -70,8 +70,63 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
         tracing::warn!("{w}");
     }
     tracing::info!("profiling plan:\n{}", config::describe(&plan));
-    let _ = quiet;
-    anyhow::bail!("the trainer is not wired in yet")
+    let total = rlprof_trainer::TrainConfig::from_doc(&doc)?.trainer.total_training_steps;
+    let profiler = rlprof_profiler::Profiler::new(plan);
+    let analysis = crate::analysis::AutoAnalysis::attach(&profiler);
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(total)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} step {pos}/{len} [{bar:30}] {elapsed_precise} {msg}",
+        )
+        .expect("template")
+        .progress_chars("=> "),
+    );
+    let pb = bar.clone();
+    let opts = rlprof_trainer::RunOptions {
+        on_step: Some(Box::new(move |m: &rlprof_trainer::StepMetrics| {
+            let step_s: f64 = m.timing_s.get("step").copied().unwrap_or_else(|| m.timing_s.values().sum());
+            pb.set_position(m.step);
+            pb.set_message(format!(
+                "reward {:.3} acc {:.2} step {:.2}s {:.0} tok/s",
+                m.reward_mean, m.accuracy, step_s, m.tokens_per_s
+            ));
+        })),
+        ..Default::default()
+    };
+    let summary = rlprof_trainer::run(&doc, profiler.clone(), opts)?;
+    bar.finish();
+    analysis.wait();
+    println!(
+        "trained {} steps on {} rank(s) in {:.1}s; metrics: {}",
+        summary.steps,
+        summary.world_size,
+        summary.wall_s,
+        summary.metrics_path.display()
+    );
+    if let Some(last) = summary.metrics.last() {
+        println!("last step: reward {:.3}, accuracy {:.2}", last.reward_mean, last.accuracy);
+    }
+    let done = profiler.completed();
+    if done.is_empty() {
+        println!("profiling: nothing collected (no listed step ran on a selected rank)");
+    } else {
+        println!("profiling: {} collection(s):", done.len());
+        for c in &done {
+            println!(
+                "  {} (rank {}, {} events, {} KiB{})",
+                c.dir.display(),
+                c.rank,
+                c.events,
+                c.bytes / 1024,
+                if c.truncated { ", TRUNCATED by a cap" } else { "" }
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `rlprof analyse`.
@@ -86,4 +141,13 @@ pub fn report(path: &Path) -> Result<ExitCode> {
     let _ = path;
     eprintln!("rlprof report: not implemented yet (issue: interactive report)");
     Ok(ExitCode::FAILURE)
+}
+
+/// Parses one collection (automatic analysis). Until the exporters land, the raw data is kept
+/// as written and this says so once per collection.
+pub fn analyse_one(dir: &Path) {
+    tracing::info!(
+        "collection complete: {} (raw data kept; parsing into tool formats is not implemented yet)",
+        dir.display()
+    );
 }

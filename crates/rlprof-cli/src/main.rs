@@ -1,5 +1,6 @@
 //! `rlprof`: train (GRPO/DAPO with profiling), check configs, analyse and report collections.
 
+mod analysis;
 mod commands;
 
 use clap::{Parser, Subcommand};
