@@ -26,7 +26,9 @@ impl AutoAnalysis {
                 .spawn(move || parse(&dir));
             match spawned {
                 Ok(j) => h.lock().expect("handles").push(j),
-                Err(e) => tracing::warn!("cannot start automatic analysis ({e}); run `rlprof analyse` later"),
+                Err(e) => tracing::warn!(
+                    "cannot start automatic analysis ({e}); run `rlprof analyse` later"
+                ),
             }
         });
         me

@@ -23,12 +23,18 @@ pub fn init_logging() {
 pub fn load(config_path: Option<&Path>, overrides: &[String]) -> Result<serde_yaml::Value> {
     Ok(match config_path {
         Some(p) => config::load_document(Some(p), overrides)?,
-        None => config::load_document_str(DEFAULT_CONFIG, "<built-in grpo_default.yaml>", overrides)?,
+        None => {
+            config::load_document_str(DEFAULT_CONFIG, "<built-in grpo_default.yaml>", overrides)?
+        }
     })
 }
 
 /// `rlprof config check`.
-pub fn config_check(config: Option<String>, mut overrides: Vec<String>, json: bool) -> Result<ExitCode> {
+pub fn config_check(
+    config: Option<String>,
+    mut overrides: Vec<String>,
+    json: bool,
+) -> Result<ExitCode> {
     let path = match config {
         Some(c) if c.contains('=') => {
             overrides.insert(0, c);
@@ -46,7 +52,10 @@ pub fn config_check(config: Option<String>, mut overrides: Vec<String>, json: bo
     match config::build_plan(&doc) {
         Ok(plan) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&config::plan_json(&plan))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&config::plan_json(&plan))?
+                );
             } else {
                 println!("{}", config::describe(&plan));
             }
@@ -70,7 +79,9 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
         tracing::warn!("{w}");
     }
     tracing::info!("profiling plan:\n{}", config::describe(&plan));
-    let total = rlprof_trainer::TrainConfig::from_doc(&doc)?.trainer.total_training_steps;
+    let total = rlprof_trainer::TrainConfig::from_doc(&doc)?
+        .trainer
+        .total_training_steps;
     let profiler = rlprof_profiler::Profiler::new(plan);
     let analysis = crate::analysis::AutoAnalysis::attach(&profiler);
     let bar = if quiet {
@@ -88,7 +99,11 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
     let pb = bar.clone();
     let opts = rlprof_trainer::RunOptions {
         on_step: Some(Box::new(move |m: &rlprof_trainer::StepMetrics| {
-            let step_s: f64 = m.timing_s.get("step").copied().unwrap_or_else(|| m.timing_s.values().sum());
+            let step_s: f64 = m
+                .timing_s
+                .get("step")
+                .copied()
+                .unwrap_or_else(|| m.timing_s.values().sum());
             pb.set_position(m.step);
             pb.set_message(format!(
                 "reward {:.3} acc {:.2} step {:.2}s {:.0} tok/s",
@@ -108,7 +123,10 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
         summary.metrics_path.display()
     );
     if let Some(last) = summary.metrics.last() {
-        println!("last step: reward {:.3}, accuracy {:.2}", last.reward_mean, last.accuracy);
+        println!(
+            "last step: reward {:.3}, accuracy {:.2}",
+            last.reward_mean, last.accuracy
+        );
     }
     let done = profiler.completed();
     if done.is_empty() {
@@ -122,7 +140,11 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
                 c.rank,
                 c.events,
                 c.bytes / 1024,
-                if c.truncated { ", TRUNCATED by a cap" } else { "" }
+                if c.truncated {
+                    ", TRUNCATED by a cap"
+                } else {
+                    ""
+                }
             );
         }
     }

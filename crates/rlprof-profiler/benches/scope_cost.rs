@@ -64,7 +64,11 @@ fn dir_bytes(p: &std::path::Path) -> u64 {
     let mut n = 0;
     for e in std::fs::read_dir(p).unwrap().flatten() {
         let m = e.metadata().unwrap();
-        n += if m.is_dir() { dir_bytes(&e.path()) } else { m.len() };
+        n += if m.is_dir() {
+            dir_bytes(&e.path())
+        } else {
+            m.len()
+        };
     }
     n
 }
@@ -99,7 +103,14 @@ fn main() {
     puffin::set_scopes_on(true);
     let mut puffin_scopes = 0u64;
 
-    let profiler = if std::env::var("BENCH_DEVNULL").is_ok() { fn null(_: &std::path::Path) -> std::io::Result<std::fs::File> { std::fs::File::options().write(true).open("/dev/null") } Profiler::with_raw_opener(plan(&tmp.path().join("rlprof")), null) } else { Profiler::new(plan(&tmp.path().join("rlprof"))) };
+    let profiler = if std::env::var("BENCH_DEVNULL").is_ok() {
+        fn null(_: &std::path::Path) -> std::io::Result<std::fs::File> {
+            std::fs::File::options().write(true).open("/dev/null")
+        }
+        Profiler::with_raw_opener(plan(&tmp.path().join("rlprof")), null)
+    } else {
+        Profiler::new(plan(&tmp.path().join("rlprof")))
+    };
     let rank = profiler.rank(0);
     let _bound = rank.bind_thread();
     let mut rl_scopes = 0u64;
@@ -110,9 +121,18 @@ fn main() {
         }
     };
     for round in 0..ROUNDS {
-        results.entry("clock read alone (rlprof::now)").or_default().push(time_ns(&mut clock_only));
-        results.entry("baseline (empty loop)").or_default().push(time_ns(&mut baseline));
-        results.entry("rlprof, not collecting").or_default().push(time_ns(&mut rl_off));
+        results
+            .entry("clock read alone (rlprof::now)")
+            .or_default()
+            .push(time_ns(&mut clock_only));
+        results
+            .entry("baseline (empty loop)")
+            .or_default()
+            .push(time_ns(&mut baseline));
+        results
+            .entry("rlprof, not collecting")
+            .or_default()
+            .push(time_ns(&mut rl_off));
         {
             let _step = rank.step(round as u64 + 1);
             let t = time_ns(&mut |n| {
@@ -129,7 +149,10 @@ fn main() {
                     black_box(i);
                 }
             });
-            results.entry("rlprof op with module path, collecting").or_default().push(t);
+            results
+                .entry("rlprof op with module path, collecting")
+                .or_default()
+                .push(t);
         }
         let t = time_ns(&mut |n| {
             for i in 0..n {
@@ -149,7 +172,10 @@ fn main() {
             })
         });
         chrome_scopes += PER_ROUND;
-        results.entry("tracing + tracing-chrome").or_default().push(t);
+        results
+            .entry("tracing + tracing-chrome")
+            .or_default()
+            .push(t);
     }
     drop(chrome_guard);
     drop(chrome_dispatch);
@@ -159,7 +185,10 @@ fn main() {
     let chrome_bytes = std::fs::metadata(&chrome_path).unwrap().len() as f64 / chrome_scopes as f64;
     let _ = puffin_scopes;
 
-    let med: BTreeMap<&str, f64> = results.iter().map(|(k, v)| (*k, median(v.clone()))).collect();
+    let med: BTreeMap<&str, f64> = results
+        .iter()
+        .map(|(k, v)| (*k, median(v.clone())))
+        .collect();
     let base = med["baseline (empty loop)"];
     let on = med["rlprof, collecting"] - base;
     println!("| case | median ns/scope (enter+exit, loop overhead subtracted) | ratio to rlprof collecting |");
@@ -173,6 +202,11 @@ fn main() {
         println!("| {k} | {:.2} | {:.2}x |", c, c / on);
     }
     println!();
-    println!("raw bytes per scope: rlprof {:.1} B, tracing-chrome {:.1} B (ratio {:.1}x)", rl_bytes, chrome_bytes, chrome_bytes / rl_bytes);
+    println!(
+        "raw bytes per scope: rlprof {:.1} B, tracing-chrome {:.1} B (ratio {:.1}x)",
+        rl_bytes,
+        chrome_bytes,
+        chrome_bytes / rl_bytes
+    );
     println!("rounds {ROUNDS} x {PER_ROUND} scopes per case, interleaved; medians over rounds");
 }

@@ -19,7 +19,13 @@ fn ops_in(path: &std::path::Path) -> usize {
 #[test]
 fn many_threads_recording_concurrently_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let profiler = Profiler::new(plan(dir.path(), &[1], false, role_plan(dir.path(), vec![0], false), 1));
+    let profiler = Profiler::new(plan(
+        dir.path(),
+        &[1],
+        false,
+        role_plan(dir.path(), vec![0], false),
+        1,
+    ));
     let rank = profiler.rank(0);
     let _main = rank.bind_thread();
     {
@@ -136,7 +142,13 @@ fn unwritable_save_path_warns_once_and_training_carries_on() {
     let file = dir.path().join("a_file");
     std::fs::write(&file, b"x").unwrap();
     let save = file.join("profile");
-    let profiler = Profiler::new(plan(&save, &[1, 2], false, role_plan(&save, vec![0], false), 1));
+    let profiler = Profiler::new(plan(
+        &save,
+        &[1, 2],
+        false,
+        role_plan(&save, vec![0], false),
+        1,
+    ));
     let rank = profiler.rank(0);
     let _b = rank.bind_thread();
     let mut work = 0;
@@ -144,8 +156,15 @@ fn unwritable_save_path_warns_once_and_training_carries_on() {
     assert_eq!(work, 3 * (0..5000u64).sum::<u64>());
     assert!(profiler.completed().is_empty());
     let warnings: Vec<&str> = logs.lines().filter(|l| l.contains("WARN")).collect();
-    assert_eq!(warnings.len(), 2, "one warning per skipped collection: {logs}");
-    assert!(warnings[0].contains("training continues") && warnings[0].contains("a_file"), "{logs}");
+    assert_eq!(
+        warnings.len(),
+        2,
+        "one warning per skipped collection: {logs}"
+    );
+    assert!(
+        warnings[0].contains("training continues") && warnings[0].contains("a_file"),
+        "{logs}"
+    );
 }
 
 #[test]
@@ -155,7 +174,13 @@ fn full_disk_disables_the_collection_with_one_warning_and_training_carries_on() 
         std::fs::File::options().write(true).open("/dev/full")
     }
     let profiler = Profiler::with_raw_opener(
-        plan(dir.path(), &[2], false, role_plan(dir.path(), vec![0], false), 1),
+        plan(
+            dir.path(),
+            &[2],
+            false,
+            role_plan(dir.path(), vec![0], false),
+            1,
+        ),
         dev_full,
     );
     let rank = profiler.rank(0);
@@ -165,13 +190,22 @@ fn full_disk_disables_the_collection_with_one_warning_and_training_carries_on() 
     assert_eq!(work, 3 * (0..5000u64).sum::<u64>());
     let warnings: Vec<&str> = logs.lines().filter(|l| l.contains("WARN")).collect();
     assert_eq!(warnings.len(), 1, "{logs}");
-    assert!(warnings[0].contains("/dev/full") || warnings[0].contains("No space"), "{logs}");
+    assert!(
+        warnings[0].contains("/dev/full") || warnings[0].contains("No space"),
+        "{logs}"
+    );
 }
 
 #[test]
 fn reader_reports_where_a_cut_file_stops() {
     let dir = tempfile::tempdir().unwrap();
-    let profiler = Profiler::new(plan(dir.path(), &[1], false, role_plan(dir.path(), vec![0], false), 1));
+    let profiler = Profiler::new(plan(
+        dir.path(),
+        &[1],
+        false,
+        role_plan(dir.path(), vec![0], false),
+        1,
+    ));
     let rank = profiler.rank(0);
     let _b = rank.bind_thread();
     {
@@ -210,7 +244,13 @@ fn reader_reports_where_a_cut_file_stops() {
 #[ignore = "run by sigkill_mid_collection_leaves_a_readable_prefix as a child process"]
 fn child_recorder_forever() {
     let save = std::path::PathBuf::from(std::env::var("RLPROF_CHILD_SAVE").unwrap());
-    let profiler = Profiler::new(plan(&save, &[1], false, role_plan(&save, vec![0], false), 1));
+    let profiler = Profiler::new(plan(
+        &save,
+        &[1],
+        false,
+        role_plan(&save, vec![0], false),
+        1,
+    ));
     let rank = profiler.rank(0);
     let _b = rank.bind_thread();
     let _s = rank.step(1);
@@ -236,7 +276,12 @@ fn sigkill_mid_collection_leaves_a_readable_prefix() {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let mut child = std::process::Command::new(exe)
-        .args(["--ignored", "--exact", "child_recorder_forever", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "child_recorder_forever",
+            "--nocapture",
+        ])
         .env("RLPROF_CHILD_SAVE", dir.path())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -253,10 +298,18 @@ fn sigkill_mid_collection_leaves_a_readable_prefix() {
     unsafe { libc_kill(child.id() as i32, 9) };
     child.wait().unwrap();
     let raw = find_raw(dir.path()).expect("raw file under the temporary directory");
-    assert!(raw.to_string_lossy().contains(".tmp/"), "never renamed: {}", raw.display());
+    assert!(
+        raw.to_string_lossy().contains(".tmp/"),
+        "never renamed: {}",
+        raw.display()
+    );
     let s = RawSummary::read(&raw, false).unwrap();
     assert!(s.end.is_none(), "killed: no clean end marker");
-    assert!(s.records >= 400_000, "flushed prefix survives: {} records", s.records);
+    assert!(
+        s.records >= 400_000,
+        "flushed prefix survives: {} records",
+        s.records
+    );
     assert!(s.meta.is_some() && !s.calibrations.is_empty());
 }
 
