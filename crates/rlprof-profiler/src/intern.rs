@@ -83,8 +83,11 @@ pub(crate) fn for_each_since(from: usize, mut f: impl FnMut(u32, &str)) -> usize
     r.strings.len()
 }
 
+/// Per-thread shape cache: dims -> interned id, plus a reusable key buffer.
+type ShapeCache = (HashMap<Box<[u64]>, u32>, Vec<u64>);
+
 thread_local! {
-    static SHAPE_CACHE: RefCell<(HashMap<Box<[u64]>, u32>, Vec<u64>)> = RefCell::new((HashMap::new(), Vec::new()));
+    static SHAPE_CACHE: RefCell<ShapeCache> = RefCell::new((HashMap::new(), Vec::new()));
 }
 
 /// Interns a list of tensor shapes as the text the Ascend/PyTorch formats use

@@ -475,7 +475,7 @@ fn decode(kind: ChunkKind, p: &[u8]) -> Result<Chunk, String> {
         ChunkKind::Records => {
             let thread = u32_at(0)?;
             let body = &p[8.min(p.len())..];
-            if body.len() % RECORD_SIZE != 0 {
+            if !body.len().is_multiple_of(RECORD_SIZE) {
                 return Err("records chunk length is not a multiple of 24".into());
             }
             Chunk::Records {

@@ -260,7 +260,7 @@ fn child_recorder_forever() {
             let _o = op(name!("forever"), NameId::NONE);
         }
         n += 1000;
-        if n % 200_000 == 0 {
+        if n.is_multiple_of(200_000) {
             println!("ops {n}");
         }
         if n == 400_000 {
