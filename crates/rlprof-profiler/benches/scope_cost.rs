@@ -31,6 +31,8 @@ fn plan(save: &std::path::Path) -> ProfilePlan {
             max_events: None,
             max_bytes: None,
         },
+        schedule: None,
+        granularity: Default::default(),
     };
     let mut roles = BTreeMap::new();
     roles.insert(Role::Actor, role);

@@ -15,7 +15,7 @@
 //! ```
 
 use crate::intern::{self, NameId};
-use crate::plan::Content;
+use crate::plan::{Content, IterAction, IterKind};
 use crate::record::{Kind, RangeCat, Record};
 use crate::recorder::{self, Open};
 
@@ -44,11 +44,12 @@ impl RangeGuard {
     /// Opens a range with an interned name.
     #[inline(always)]
     pub fn new(name: NameId, cat: RangeCat) -> RangeGuard {
-        RangeGuard {
-            open: recorder::begin(None),
-            name,
-            cat,
-        }
+        let open = if cat.is_structural() {
+            recorder::begin(None)
+        } else {
+            recorder::begin_content(None)
+        };
+        RangeGuard { open, name, cat }
     }
 }
 
@@ -97,7 +98,7 @@ pub struct OpGuard {
 /// Opens an op range. Memory events on this thread while it is open are attributed to it.
 #[inline(always)]
 pub fn op(name: NameId, module: NameId) -> OpGuard {
-    let open = recorder::begin(Some(Content::Cpu));
+    let open = recorder::begin_content(Some(Content::Cpu));
     let prev_op = if open.is_some() {
         recorder::set_current_op(name.0)
     } else {
@@ -248,7 +249,7 @@ pub struct CommGuard {
 #[inline(always)]
 pub fn comm(name: NameId, group: NameId, bytes: u64) -> CommGuard {
     CommGuard {
-        open: recorder::begin(None),
+        open: recorder::begin_content(None),
         name,
         group,
         bytes,
@@ -300,7 +301,7 @@ impl Drop for CommGuard {
 /// An instant event with a value.
 #[inline]
 pub fn instant(name: NameId, value: u64) {
-    if let Some(gen) = recorder::active_gen(None) {
+    if let Some(gen) = recorder::active_gen_structural() {
         recorder::push(
             gen,
             Record {
@@ -318,7 +319,7 @@ pub fn instant(name: NameId, value: u64) {
 /// A counter sample.
 #[inline]
 pub fn counter(name: NameId, value: u64) {
-    if let Some(gen) = recorder::active_gen(None) {
+    if let Some(gen) = recorder::active_gen_structural() {
         recorder::push(
             gen,
             Record {
@@ -330,5 +331,119 @@ pub fn counter(name: NameId, value: u64) {
                 aux: 0,
             },
         );
+    }
+}
+
+/// Marks one inner iteration of a role call (a decode step of `generate_sequences`, a
+/// micro-batch or mini-batch of a log-prob pass or of `update_actor`).
+///
+/// When the role has a `schedule`, the iteration's id (0-based within the role call) decides
+/// whether the content records inside it (ops, kernels, memory, collectives) are kept, run and
+/// dropped (warmup) or not taken; outside iterations of a scheduled call they are not taken.
+/// Recorded iterations leave a marker range (`decode_step` ...) with their id, so outputs show
+/// which iterations were collected. Without a schedule this costs one relaxed load (nothing
+/// collecting) or a short lock per iteration (collecting).
+///
+/// ```
+/// use rlprof_profiler::{iteration, plan::IterKind};
+/// for _step in 0..3 {
+///     let _it = iteration(IterKind::DecodeStep);
+///     // ... one decode step ...
+/// }
+/// ```
+#[inline]
+pub fn iteration(kind: IterKind) -> IterationGuard {
+    if recorder::ANY_ACTIVE.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        return IterationGuard::NONE;
+    }
+    iteration_slow(kind)
+}
+
+#[cold]
+fn iteration_slow(kind: IterKind) -> IterationGuard {
+    recorder::with_ctx(|ctx| {
+        let mut st = ctx.iter.lock().expect("iter");
+        match st.sched {
+            Some((sched, counted)) if counted == kind => {
+                let id = st.next;
+                st.next += 1;
+                let action = sched.action(id);
+                let gate = match action {
+                    IterAction::Record => recorder::GATE_RECORD,
+                    IterAction::Warmup => recorder::GATE_WARMUP,
+                    IterAction::Skip => recorder::GATE_SKIP,
+                };
+                ctx.gate.store(gate, std::sync::atomic::Ordering::Relaxed);
+                drop(st);
+                IterationGuard {
+                    open: if action == IterAction::Record {
+                        recorder::begin(None)
+                    } else {
+                        None
+                    },
+                    id,
+                    kind,
+                    scheduled: true,
+                }
+            }
+            _ => IterationGuard::NONE,
+        }
+    })
+    .unwrap_or(IterationGuard::NONE)
+}
+
+/// One inner iteration; see [`iteration`].
+#[must_use = "the iteration ends when the guard is dropped"]
+pub struct IterationGuard {
+    open: Option<Open>,
+    id: u64,
+    kind: IterKind,
+    scheduled: bool,
+}
+
+impl IterationGuard {
+    const NONE: IterationGuard = IterationGuard {
+        open: None,
+        id: 0,
+        kind: IterKind::DecodeStep,
+        scheduled: false,
+    };
+
+    /// Whether this iteration's content is recorded (false when nothing collects, and for
+    /// iterations a schedule skips or warms up).
+    pub fn is_recorded(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// The iteration's id within its role call (0 when not scheduled).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Drop for IterationGuard {
+    fn drop(&mut self) {
+        if let Some(o) = self.open.take() {
+            let gen = o.gen();
+            let name = intern::intern(self.kind.as_str());
+            recorder::end(o, Kind::Range as u8, RangeCat::Iteration as u8, name.0);
+            recorder::push(
+                gen,
+                Record {
+                    ts: self.id,
+                    a: 0,
+                    name: 0,
+                    kind: Kind::Ext as u8,
+                    cat: 0,
+                    aux: 0,
+                },
+            );
+        }
+        if self.scheduled {
+            recorder::with_ctx(|ctx| {
+                ctx.gate
+                    .store(recorder::GATE_SKIP, std::sync::atomic::Ordering::Relaxed)
+            });
+        }
     }
 }

@@ -21,7 +21,7 @@
 
 use crate::clock;
 use crate::intern;
-use crate::plan::{ProfilePlan, Role, RoleCall, RolePlan, Tool};
+use crate::plan::{IterKind, ProfilePlan, Role, RoleCall, RolePlan, Tool};
 use crate::raw::RawWriter;
 use crate::record::{Kind, RangeCat};
 use crate::recorder::{self, RankContext, Sink, SinkStats, ThreadBinding};
@@ -178,6 +178,7 @@ pub struct RoleCallGuard {
     call: RoleCall,
     range: Option<recorder::Open>,
     started_discrete: bool,
+    scheduled: bool,
 }
 
 impl RankProfiler {
@@ -254,12 +255,53 @@ impl RankProfiler {
                 }
             }
         }
+        let scheduled = self.arm_schedule(call);
         RoleCallGuard {
             rank: self.clone(),
             call,
             range: recorder::begin(None),
             started_discrete,
+            scheduled,
         }
+    }
+
+    /// When a collection is active and `call`'s role has a schedule on this rank, gates
+    /// content records by iteration for the call's duration. Returns whether it did.
+    fn arm_schedule(&self, call: RoleCall) -> bool {
+        if !self.ctx.is_recording() {
+            return false;
+        }
+        let Some((sched, kind)) = self
+            .inner
+            .plan
+            .role(call.role())
+            .filter(|p| p.collects_on(self.rank))
+            .and_then(|p| Some((p.schedule?, IterKind::counted_for(call, p.granularity)?)))
+        else {
+            return false;
+        };
+        *self.ctx.iter.lock().expect("iter") = recorder::IterState {
+            sched: Some((sched, kind)),
+            next: 0,
+        };
+        self.ctx
+            .gate
+            .store(recorder::GATE_SKIP, std::sync::atomic::Ordering::Relaxed);
+        true
+    }
+
+    /// The schedules of the roles that collect on this rank, for the Meta chunk.
+    fn schedules_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        for (role, p) in &self.inner.plan.roles {
+            if let (Some(s), true) = (p.schedule, p.collects_on(self.rank)) {
+                m.insert(
+                    role.as_str().into(),
+                    serde_json::json!({"schedule": s, "granularity": p.granularity}),
+                );
+            }
+        }
+        serde_json::Value::Object(m)
     }
 
     fn start(
@@ -350,6 +392,7 @@ impl RankProfiler {
             "discrete": role_dir != "e2e",
             "caps": plan.caps,
             "torch_memory": plan.torch_memory,
+            "schedules": self.schedules_json(),
             "start_wall_ns": cal.wall_ns,
             "start_mono_ns": cal.mono_ns,
             "ns_per_tick": clock::local_ns_per_tick(),
@@ -428,6 +471,13 @@ impl Drop for RoleCallGuard {
         if let Some(open) = self.range.take() {
             let name = intern::intern(self.call.function_name());
             recorder::end(open, Kind::Range as u8, RangeCat::RoleCall as u8, name.0);
+        }
+        if self.scheduled {
+            *self.rank.ctx.iter.lock().expect("iter") = recorder::IterState::default();
+            self.rank
+                .ctx
+                .gate
+                .store(recorder::GATE_RECORD, std::sync::atomic::Ordering::Relaxed);
         }
         if self.started_discrete {
             let a = self.rank.state.lock().expect("state").active.take();

@@ -30,8 +30,8 @@ pub mod recorder;
 pub mod tracing_layer;
 
 pub use api::{
-    comm, counter, instant, kernel, mem_alloc, mem_free, now, op, phase, scope, wants, CommGuard,
-    OpGuard, RangeGuard,
+    comm, counter, instant, iteration, kernel, mem_alloc, mem_free, now, op, phase, scope, wants,
+    CommGuard, IterationGuard, OpGuard, RangeGuard,
 };
 pub use controller::{CompletedCollection, Profiler, RankProfiler, RoleCallGuard, StepGuard};
 pub use error::ProfilerError;

@@ -348,6 +348,133 @@ impl Default for Caps {
     }
 }
 
+/// Which inner iterations of a role call are recorded, with `torch.profiler.schedule`
+/// semantics: the first `skip_first` iterations are skipped, then cycles of `wait` skipped,
+/// `warmup` run-but-dropped and `active` recorded iterations follow, `repeat` times
+/// (0 = cycles without end). Iterations are counted from 0 within each role call: decode steps
+/// of `generate_sequences`, micro-batches of `compute_log_prob` / `compute_ref_log_prob`, and
+/// micro- or mini-batches of `update_actor` (see [`Granularity`]).
+///
+/// ```
+/// use rlprof_profiler::plan::{Schedule, IterAction};
+/// // decode steps 30..=70 only
+/// let s = Schedule { skip_first: 30, wait: 0, warmup: 0, active: 41, repeat: 1 };
+/// assert_eq!(s.action(29), IterAction::Skip);
+/// assert_eq!(s.action(30), IterAction::Record);
+/// assert_eq!(s.action(70), IterAction::Record);
+/// assert_eq!(s.action(71), IterAction::Skip);
+/// assert_eq!(s.recorded_in(100), (30..=70).collect::<Vec<_>>());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Schedule {
+    /// Iterations skipped before the first cycle.
+    pub skip_first: u64,
+    /// Skipped iterations at the start of each cycle.
+    pub wait: u64,
+    /// Iterations run with the recorder on but their records dropped.
+    pub warmup: u64,
+    /// Recorded iterations per cycle (>= 1).
+    pub active: u64,
+    /// Number of cycles; 0 = unlimited.
+    pub repeat: u64,
+}
+
+/// What happens to one inner iteration under a [`Schedule`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum IterAction {
+    /// Not recorded (the recorder is paused).
+    Skip,
+    /// Recorded and then dropped (warms caches and buffers; nothing is written).
+    Warmup,
+    /// Recorded.
+    Record,
+}
+
+impl Schedule {
+    /// The action for iteration `i` (0-based).
+    pub fn action(&self, i: u64) -> IterAction {
+        if i < self.skip_first {
+            return IterAction::Skip;
+        }
+        let cycle = self.wait + self.warmup + self.active;
+        let j = i - self.skip_first;
+        if cycle == 0 || (self.repeat > 0 && j / cycle >= self.repeat) {
+            return IterAction::Skip;
+        }
+        match j % cycle {
+            k if k < self.wait => IterAction::Skip,
+            k if k < self.wait + self.warmup => IterAction::Warmup,
+            _ => IterAction::Record,
+        }
+    }
+
+    /// The iterations recorded out of the first `n`.
+    pub fn recorded_in(&self, n: u64) -> Vec<u64> {
+        (0..n)
+            .filter(|&i| self.action(i) == IterAction::Record)
+            .collect()
+    }
+}
+
+/// The unit a schedule counts for `update_actor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Granularity {
+    /// Each micro-batch (forward + backward of `ppo_micro_batch_size_per_gpu` samples).
+    #[default]
+    MicroBatch,
+    /// Each mini-batch (one optimizer step).
+    MiniBatch,
+}
+
+impl Granularity {
+    /// The YAML spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Granularity::MicroBatch => "micro_batch",
+            Granularity::MiniBatch => "mini_batch",
+        }
+    }
+}
+
+/// A kind of inner iteration that instrumented code marks with [`crate::iteration`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IterKind {
+    /// One decode step of `generate_sequences` (the prefill is not an iteration).
+    DecodeStep,
+    /// One micro-batch.
+    MicroBatch,
+    /// One mini-batch.
+    MiniBatch,
+}
+
+impl IterKind {
+    /// The name of the iteration's marker range (`decode_step`, `micro_batch`, `mini_batch`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IterKind::DecodeStep => "decode_step",
+            IterKind::MicroBatch => "micro_batch",
+            IterKind::MiniBatch => "mini_batch",
+        }
+    }
+
+    /// The iteration kind a schedule counts for `call` under `granularity`.
+    pub fn counted_for(call: RoleCall, granularity: Granularity) -> Option<IterKind> {
+        match call {
+            RoleCall::GenerateSequences => Some(IterKind::DecodeStep),
+            RoleCall::UpdateActor | RoleCall::UpdateCritic => Some(match granularity {
+                Granularity::MicroBatch => IterKind::MicroBatch,
+                Granularity::MiniBatch => IterKind::MiniBatch,
+            }),
+            RoleCall::ComputeLogProb
+            | RoleCall::ComputeRefLogProb
+            | RoleCall::ComputeValues
+            | RoleCall::ComputeRmScore => Some(IterKind::MicroBatch),
+        }
+    }
+}
+
 /// The effective settings of one role after inheritance and validation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RolePlan {
@@ -377,6 +504,10 @@ pub struct RolePlan {
     pub torch_memory: TorchMemoryOptions,
     /// Size caps.
     pub caps: Caps,
+    /// Inner-iteration schedule of this role's calls (None = every iteration).
+    pub schedule: Option<Schedule>,
+    /// What the schedule counts in `update_actor`.
+    pub granularity: Granularity,
 }
 
 impl RolePlan {

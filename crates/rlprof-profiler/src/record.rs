@@ -89,6 +89,9 @@ pub enum RangeCat {
     Runtime = 7,
     /// A user range with no more specific category.
     User = 8,
+    /// A scheduled inner iteration that was recorded (`decode_step`, `micro_batch`,
+    /// `mini_batch`); followed by an Ext with `ts` = iteration id (0-based, per role call).
+    Iteration = 9,
 }
 
 impl RangeCat {
@@ -103,8 +106,19 @@ impl RangeCat {
             6 => RangeCat::Api,
             7 => RangeCat::Runtime,
             8 => RangeCat::User,
+            9 => RangeCat::Iteration,
             _ => return None,
         })
+    }
+
+    /// Structural ranges (step, phase, role call, iteration) frame the timeline and are kept
+    /// outside a schedule's recorded iterations; the others are content and follow the
+    /// schedule.
+    pub fn is_structural(self) -> bool {
+        matches!(
+            self,
+            RangeCat::Step | RangeCat::Phase | RangeCat::RoleCall | RangeCat::Iteration
+        )
     }
 }
 

@@ -35,12 +35,34 @@ pub static ANY_ACTIVE: AtomicU32 = AtomicU32::new(0);
 
 static NEXT_GEN: AtomicU64 = AtomicU64::new(1);
 
+/// [`RankContext::gate`]: content records are kept (no schedule, or an active iteration).
+pub(crate) const GATE_RECORD: u32 = 0;
+/// Content records are not taken (a scheduled role call outside its recorded iterations).
+pub(crate) const GATE_SKIP: u32 = 1;
+/// Content records are taken and then dropped (a schedule's warmup iterations).
+pub(crate) const GATE_WARMUP: u32 = 2;
+/// Generation given to warmup records: never a live collection's, so they are dropped at push.
+const DROP_GEN: u64 = 0;
+
+/// The schedule state of the role call open on a rank (see [`crate::iteration`]).
+#[derive(Debug, Default)]
+pub(crate) struct IterState {
+    /// Schedule of the open role call and the iteration kind it counts.
+    pub(crate) sched: Option<(crate::plan::Schedule, crate::plan::IterKind)>,
+    /// Next iteration id.
+    pub(crate) next: u64,
+}
+
 /// The recording state of one rank (one per rank, shared by its threads).
 pub struct RankContext {
     /// Generation of the active collection, 0 when none.
     gen: AtomicU64,
     /// Content flags of the active collection.
     contents: AtomicU32,
+    /// Schedule gate for content records (`GATE_*`); structural ranges ignore it.
+    pub(crate) gate: AtomicU32,
+    /// Schedule state of the open role call.
+    pub(crate) iter: Mutex<IterState>,
     sink: Mutex<Option<Arc<Sink>>>,
     slots: Mutex<Vec<Arc<ThreadSlot>>>,
     next_thread: AtomicU32,
@@ -51,6 +73,8 @@ impl RankContext {
         Arc::new(RankContext {
             gen: AtomicU64::new(0),
             contents: AtomicU32::new(0),
+            gate: AtomicU32::new(GATE_RECORD),
+            iter: Mutex::new(IterState::default()),
             sink: Mutex::new(None),
             slots: Mutex::new(Vec::new()),
             next_thread: AtomicU32::new(0),
@@ -107,6 +131,7 @@ impl RankContext {
         });
         *self.sink.lock().expect("sink") = Some(sink.clone());
         self.contents.store(contents.0, Ordering::Relaxed);
+        self.gate.store(GATE_RECORD, Ordering::Relaxed);
         self.gen.store(gen, Ordering::Release);
         ANY_ACTIVE.fetch_add(1, Ordering::Release);
         flusher().register(sink.clone());
@@ -513,21 +538,42 @@ fn wants_slow(content: Content) -> bool {
         // SAFETY: the binding keeps the context alive while the pointer is set.
         let ctx = unsafe { &*ctx };
         ctx.gen.load(Ordering::Relaxed) != 0
+            && ctx.gate.load(Ordering::Relaxed) == GATE_RECORD
             && Contents(ctx.contents.load(Ordering::Relaxed)).has(content)
     })
 }
 
-/// Opens a range if the current thread's rank records `content` (None otherwise).
+/// Opens a structural range (step, phase, role call: never gated by a schedule) if the current
+/// thread's rank is recording (None otherwise).
 #[inline(always)]
 pub fn begin(content: Option<Content>) -> Option<Open> {
     if ANY_ACTIVE.load(Ordering::Relaxed) == 0 {
         return None;
     }
-    begin_slow(content)
+    begin_slow(content, false)
+}
+
+/// Opens a content range (op, collective): like [`begin`], and subject to the schedule gate.
+#[inline(always)]
+pub fn begin_content(content: Option<Content>) -> Option<Open> {
+    if ANY_ACTIVE.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    begin_slow(content, true)
+}
+
+/// The generation a gated record takes under the rank's schedule gate.
+#[inline]
+fn gated_gen(ctx: &RankContext, gen: u64) -> Option<u64> {
+    match ctx.gate.load(Ordering::Relaxed) {
+        GATE_RECORD => Some(gen),
+        GATE_WARMUP => Some(DROP_GEN),
+        _ => None,
+    }
 }
 
 #[inline]
-fn begin_slow(content: Option<Content>) -> Option<Open> {
+fn begin_slow(content: Option<Content>, gated: bool) -> Option<Open> {
     BINDING.with(|b| {
         let ctx = b.ctx.get();
         if ctx.is_null() {
@@ -544,6 +590,7 @@ fn begin_slow(content: Option<Content>) -> Option<Open> {
                 return None;
             }
         }
+        let gen = if gated { gated_gen(ctx, gen)? } else { gen };
         b.depth.set(b.depth.get().wrapping_add(1));
         Some(Open {
             gen,
@@ -595,9 +642,21 @@ fn push_in(b: &Binding, gen: u64, rec: Record) {
     slot.push(gen, rec, ctx);
 }
 
-/// The generation the current thread would record into for `content` now (None = not recording).
+/// The generation the current thread would record a content record (kernel, memory) into for
+/// `content` now, under the schedule gate (None = not recording).
 #[inline(always)]
 pub fn active_gen(content: Option<Content>) -> Option<u64> {
+    active_gen_inner(content, true)
+}
+
+/// Like [`active_gen`] for structural records (instants, counters): not gated.
+#[inline(always)]
+pub fn active_gen_structural() -> Option<u64> {
+    active_gen_inner(None, false)
+}
+
+#[inline(always)]
+fn active_gen_inner(content: Option<Content>, gated: bool) -> Option<u64> {
     if ANY_ACTIVE.load(Ordering::Relaxed) == 0 {
         return None;
     }
@@ -614,8 +673,21 @@ pub fn active_gen(content: Option<Content>) -> Option<u64> {
         }
         match content {
             Some(c) if !Contents(ctx.contents.load(Ordering::Relaxed)).has(c) => None,
+            _ if gated => gated_gen(ctx, gen),
             _ => Some(gen),
         }
+    })
+}
+
+/// Runs `f` on the current thread's bound rank context, if any.
+pub(crate) fn with_ctx<T>(f: impl FnOnce(&RankContext) -> T) -> Option<T> {
+    BINDING.with(|b| {
+        let ctx = b.ctx.get();
+        if ctx.is_null() {
+            return None;
+        }
+        // SAFETY: see `wants_slow`.
+        Some(f(unsafe { &*ctx }))
     })
 }
 

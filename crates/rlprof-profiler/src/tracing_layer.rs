@@ -39,7 +39,7 @@ where
         if ANY_ACTIVE.load(Ordering::Relaxed) == 0 {
             return;
         }
-        if let Some(open) = recorder::begin(None) {
+        if let Some(open) = recorder::begin_content(None) {
             OPEN.with(|o| o.borrow_mut().push((id.into_u64(), open)));
         }
     }

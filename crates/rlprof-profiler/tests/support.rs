@@ -20,6 +20,8 @@ pub fn role_plan(save: &Path, ranks: Vec<u32>, discrete: bool) -> RolePlan {
         torch_step_end: -1,
         torch_memory: TorchMemoryOptions::default(),
         caps: Caps::default(),
+        schedule: None,
+        granularity: Default::default(),
     }
 }
 

@@ -13,8 +13,8 @@ use super::schema::*;
 use super::values::{show, Ctx};
 use crate::error::ProfilerError;
 use crate::plan::{
-    Caps, Content, Contents, Level, NsysOptions, ProfilePlan, Role, RolePlan, Tool,
-    TorchMemoryOptions,
+    Caps, Content, Contents, Granularity, Level, NsysOptions, ProfilePlan, Role, RolePlan,
+    Schedule, Tool, TorchMemoryOptions,
 };
 
 /// Settings of `global_profiler` after validation.
@@ -28,6 +28,8 @@ struct Global {
     nsys: NsysOptions,
     torch_memory: TorchMemoryOptions,
     caps: Caps,
+    /// `global_tool_config.schedule`: the default schedule of every role.
+    schedule: Option<Schedule>,
 }
 
 /// What one role's `profiler` block sets; `None` = not set (inherit / default).
@@ -51,6 +53,10 @@ struct RawRole {
     tm_depth: Option<u32>,
     max_events: Option<Option<u64>>,
     max_bytes: Option<Option<u64>>,
+    /// `tool_config.<tool>.schedule` / `granularity` per tool (not inherited: a schedule counts
+    /// the iterations of its own role's calls).
+    schedules: BTreeMap<Tool, Schedule>,
+    granularity: BTreeMap<Tool, Granularity>,
     /// Tool names this block chose explicitly, with the YAML path that did (for inference).
     written: Vec<(Tool, String)>,
 }
@@ -83,6 +89,8 @@ impl RawRole {
             tm_depth: self.tm_depth.or(base.tm_depth),
             max_events: self.max_events.or(base.max_events),
             max_bytes: self.max_bytes.or(base.max_bytes),
+            schedules: self.schedules.clone(),
+            granularity: self.granularity.clone(),
             written: self.written.clone(),
         }
     }
@@ -292,6 +300,7 @@ fn parse_global(cx: &mut Ctx, root: &Mapping) -> Global {
         nsys: default_nsys(),
         torch_memory: TorchMemoryOptions::default(),
         caps: Caps::default(),
+        schedule: None,
     };
     let p = "global_profiler";
     let Some(m) = cx.map(root.get(p), p) else {
@@ -314,6 +323,7 @@ fn parse_global(cx: &mut Ctx, root: &Mapping) -> Global {
     let gp = "global_profiler.global_tool_config";
     if let Some(gtc) = cx.map(m.get("global_tool_config"), gp) {
         cx.check_keys(gtc, gp, GLOBAL_TOOL_KEYS);
+        g.schedule = parse_schedule(cx, gtc, gp);
         let np = format!("{gp}.nsys");
         if let Some(n) = cx.map(gtc.get("nsys"), &np) {
             cx.check_keys(n, &np, NSYS_GLOBAL_KEYS);
@@ -514,6 +524,7 @@ fn parse_role(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> RawRole {
         r.npu_contents = cx.contents(b, "contents", &p, Tool::Npu);
         r.npu_analysis = cx.bool(b, "analysis", &p);
         r.npu_discrete = cx.bool(b, "discrete", &p);
+        read_schedule(cx, b, &p, Tool::Npu, &mut r);
         if block_written(b) {
             r.written.push((Tool::Npu, p.clone()));
         }
@@ -525,6 +536,7 @@ fn parse_role(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> RawRole {
         r.torch_step_start = cx.int(b, "step_start", &p);
         r.torch_step_end = cx.int(b, "step_end", &p);
         r.torch_discrete = cx.bool(b, "discrete", &p);
+        read_schedule(cx, b, &p, Tool::Torch, &mut r);
         if block_written(b) {
             r.written.push((Tool::Torch, p.clone()));
         }
@@ -539,7 +551,8 @@ fn parse_role(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> RawRole {
     }
     let p = format!("{tp}.torch_memory");
     if let Some(b) = cx.map(tc.get("torch_memory"), &p) {
-        cx.check_keys(b, &p, TORCH_MEMORY_KEYS);
+        cx.check_keys(b, &p, ROLE_TORCH_MEMORY_KEYS);
+        read_schedule(cx, b, &p, Tool::TorchMemory, &mut r);
         r.tm_entries = cx.pos_int(b, "trace_alloc_max_entries", &p);
         r.tm_depth = pos_u32(cx, b, "stack_depth", &p);
         if block_written(b) {
@@ -547,6 +560,60 @@ fn parse_role(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> RawRole {
         }
     }
     r
+}
+
+/// Reads `schedule` / `granularity` of one tool block into `r`.
+fn read_schedule(cx: &mut Ctx, b: &Mapping, path: &str, tool: Tool, r: &mut RawRole) {
+    if let Some(s) = parse_schedule(cx, b, path) {
+        r.schedules.insert(tool, s);
+    }
+    if let Some(g) = cx.string(b, "granularity", path) {
+        match g.as_str() {
+            "micro_batch" => {
+                r.granularity.insert(tool, Granularity::MicroBatch);
+            }
+            "mini_batch" => {
+                r.granularity.insert(tool, Granularity::MiniBatch);
+            }
+            other => cx.err(
+                &format!("{path}.granularity"),
+                format!("unknown granularity {other:?}; valid: micro_batch, mini_batch"),
+            ),
+        }
+    }
+}
+
+/// Parses `m.schedule` (absent or null = none). `active` must be >= 1.
+fn parse_schedule(cx: &mut Ctx, m: &Mapping, parent: &str) -> Option<Schedule> {
+    let p = format!("{parent}.schedule");
+    let s = cx.map(m.get("schedule"), &p)?;
+    cx.check_keys(s, &p, SCHEDULE_KEYS);
+    let mut field = |key: &str, dflt: u64| match cx.int(s, key, &p) {
+        Some(v) if v < 0 => {
+            cx.err(
+                &format!("{p}.{key}"),
+                format!("{v} is negative; give a count >= 0"),
+            );
+            dflt
+        }
+        Some(v) => v as u64,
+        None => dflt,
+    };
+    let sched = Schedule {
+        skip_first: field("skip_first", 0),
+        wait: field("wait", 0),
+        warmup: field("warmup", 0),
+        active: field("active", 1),
+        repeat: field("repeat", 1),
+    };
+    if sched.active == 0 {
+        cx.err(
+            &format!("{p}.active"),
+            "0 would record nothing; give the number of iterations to record (>= 1)",
+        );
+        return None;
+    }
+    Some(sched)
 }
 
 fn resolve(raw: &RawRole, g: &Global, plan_tool: Option<Tool>, world: u32) -> RolePlan {
@@ -609,5 +676,7 @@ fn resolve(raw: &RawRole, g: &Global, plan_tool: Option<Tool>, world: u32) -> Ro
             max_events: raw.max_events.unwrap_or(g.caps.max_events),
             max_bytes: raw.max_bytes.unwrap_or(g.caps.max_bytes),
         },
+        schedule: raw.schedules.get(&tool).copied().or(g.schedule),
+        granularity: raw.granularity.get(&tool).copied().unwrap_or_default(),
     }
 }

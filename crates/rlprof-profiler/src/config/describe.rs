@@ -2,7 +2,9 @@
 
 use serde_json::{json, Value};
 
-use crate::plan::{Caps, Contents, ProfilePlan, RolePlan, Tool};
+use crate::plan::{
+    Caps, Contents, IterKind, ProfilePlan, Role, RoleCall, RolePlan, Schedule, Tool,
+};
 
 fn caps_json(c: &Caps) -> Value {
     json!({ "max_events": c.max_events, "max_bytes": c.max_bytes })
@@ -26,7 +28,52 @@ fn role_json(r: &RolePlan) -> Value {
             "stack_depth": r.torch_memory.stack_depth,
         },
         "caps": caps_json(&r.caps),
+        "schedule": r.schedule,
+        "granularity": r.granularity.as_str(),
     })
+}
+
+/// What a schedule counts for a role, in words (`decode steps of generate_sequences`).
+fn counted_words(role: Role, r: &RolePlan) -> String {
+    let calls: Vec<String> = RoleCall::ALL
+        .iter()
+        .filter(|c| c.role() == role)
+        .filter_map(|c| {
+            let kind = IterKind::counted_for(*c, r.granularity)?;
+            let unit = match kind {
+                IterKind::DecodeStep => "decode steps",
+                IterKind::MicroBatch => "micro-batches",
+                IterKind::MiniBatch => "mini-batches",
+            };
+            Some(format!("{unit} of {}", c.function_name()))
+        })
+        .collect();
+    calls.join(", ")
+}
+
+/// A schedule in words: which iteration ids are recorded.
+fn schedule_words(s: &Schedule) -> String {
+    let cycle = s.wait + s.warmup + s.active;
+    let first = s.skip_first + s.wait + s.warmup;
+    let window = if s.active == 1 {
+        format!("iteration {first}")
+    } else {
+        format!("iterations {first}-{}", first + s.active - 1)
+    };
+    let rep = match s.repeat {
+        0 => format!(", then every {cycle} without end"),
+        1 => String::new(),
+        n => format!(", repeated every {cycle}, {n} times"),
+    };
+    let warm = if s.warmup > 0 {
+        format!(
+            " (each after {} warmup iteration(s) whose records are dropped)",
+            s.warmup
+        )
+    } else {
+        String::new()
+    };
+    format!("records {window}{rep}{warm}, counted from 0 in each call")
 }
 
 /// The `rlprof config check --json` object.
@@ -176,6 +223,13 @@ pub fn describe(plan: &ProfilePlan) -> String {
             r.save_path.display(),
             cap_words(&r.caps)
         ));
+        if let Some(s) = &r.schedule {
+            line.push_str(&format!(
+                "; schedule over {}: {}",
+                counted_words(*role, r),
+                schedule_words(s)
+            ));
+        }
         lines.push(line);
     }
     for w in &plan.warnings {

@@ -16,7 +16,9 @@ pub const GLOBAL_KEYS: &[&str] = &[
     "max_bytes",
 ];
 /// Valid keys of `global_profiler.global_tool_config`.
-pub const GLOBAL_TOOL_KEYS: &[&str] = &["_target_", "nsys", "torch_memory"];
+pub const GLOBAL_TOOL_KEYS: &[&str] = &["_target_", "nsys", "torch_memory", "schedule"];
+/// Valid keys of a `schedule` block (rlprof extension; `torch.profiler.schedule` names).
+pub const SCHEDULE_KEYS: &[&str] = &["skip_first", "wait", "warmup", "active", "repeat"];
 /// Valid keys of `global_profiler.global_tool_config.nsys`.
 pub const NSYS_GLOBAL_KEYS: &[&str] = &[
     "_target_",
@@ -33,6 +35,17 @@ pub const TORCH_MEMORY_KEYS: &[&str] = &[
     "stacks",
     "kw_args",
 ];
+/// Valid keys of a role's `tool_config.torch_memory` (the global ones plus the schedule).
+pub const ROLE_TORCH_MEMORY_KEYS: &[&str] = &[
+    "_target_",
+    "trace_alloc_max_entries",
+    "stack_depth",
+    "context",
+    "stacks",
+    "kw_args",
+    "schedule",
+    "granularity",
+];
 /// Valid keys of a role's `profiler` block.
 pub const ROLE_KEYS: &[&str] = &[
     "_target_",
@@ -48,9 +61,25 @@ pub const ROLE_KEYS: &[&str] = &[
 /// Valid keys of a role's `profiler.tool_config`.
 pub const TOOL_CONFIG_KEYS: &[&str] = &["_target_", "nsys", "npu", "torch", "torch_memory"];
 /// Valid keys of `tool_config.npu`.
-pub const NPU_KEYS: &[&str] = &["_target_", "level", "contents", "analysis", "discrete"];
+pub const NPU_KEYS: &[&str] = &[
+    "_target_",
+    "level",
+    "contents",
+    "analysis",
+    "discrete",
+    "schedule",
+    "granularity",
+];
 /// Valid keys of `tool_config.torch`.
-pub const TORCH_KEYS: &[&str] = &["_target_", "contents", "step_start", "step_end", "discrete"];
+pub const TORCH_KEYS: &[&str] = &[
+    "_target_",
+    "contents",
+    "step_start",
+    "step_end",
+    "discrete",
+    "schedule",
+    "granularity",
+];
 /// Valid keys of `tool_config.nsys`.
 pub const NSYS_ROLE_KEYS: &[&str] = &["_target_", "discrete"];
 
@@ -85,7 +114,10 @@ pub fn children(path: &[&str]) -> Option<Children> {
             ["profiler", "tool_config", "npu"] => Some(Keys(NPU_KEYS)),
             ["profiler", "tool_config", "torch"] => Some(Keys(TORCH_KEYS)),
             ["profiler", "tool_config", "nsys"] => Some(Keys(NSYS_ROLE_KEYS)),
-            ["profiler", "tool_config", "torch_memory"] => Some(Keys(TORCH_MEMORY_KEYS)),
+            ["profiler", "tool_config", "torch_memory"] => Some(Keys(ROLE_TORCH_MEMORY_KEYS)),
+            ["profiler", "tool_config", "npu" | "torch" | "torch_memory", "schedule"] => {
+                Some(Keys(SCHEDULE_KEYS))
+            }
             _ => None,
         };
     }
@@ -98,6 +130,7 @@ pub fn children(path: &[&str]) -> Option<Children> {
         ["global_profiler", "global_tool_config", "nsys"] => Some(Keys(NSYS_GLOBAL_KEYS)),
         ["global_profiler", "global_tool_config", "torch_memory"] => Some(Keys(TORCH_MEMORY_KEYS)),
         ["global_profiler", "global_tool_config", "nsys", _] => Some(Any),
+        ["global_profiler", "global_tool_config", "schedule"] => Some(Keys(SCHEDULE_KEYS)),
         _ => None,
     }
 }
