@@ -79,6 +79,11 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
         tracing::warn!("{w}");
     }
     tracing::info!("profiling plan:\n{}", config::describe(&plan));
+    if plan.tool == Some(rlprof_profiler::Tool::Nsys)
+        && !rlprof_profiler::nsys::running_under_nsys()
+    {
+        return relaunch_under_nsys(&plan, &doc);
+    }
     let total = rlprof_trainer::TrainConfig::from_doc(&doc)?
         .trainer
         .total_training_steps;
@@ -149,6 +154,69 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The role calls one training step makes (the ref pass only with a KL term).
+fn calls_per_step(doc: &serde_yaml::Value) -> Vec<rlprof_profiler::RoleCall> {
+    use rlprof_profiler::RoleCall::*;
+    let kl = doc
+        .get("actor_rollout_ref")
+        .and_then(|a| a.get("actor"))
+        .and_then(|a| a.get("use_kl_loss"))
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    let mut calls = vec![GenerateSequences, ComputeLogProb];
+    if kl {
+        calls.push(ComputeRefLogProb);
+    }
+    calls.push(UpdateActor);
+    calls
+}
+
+/// `tool: nsys`: runs this same command again under `nsys profile` with the configured nsight
+/// options and a capture-range end that finishes the report after the last range.
+fn relaunch_under_nsys(
+    plan: &rlprof_profiler::ProfilePlan,
+    doc: &serde_yaml::Value,
+) -> Result<ExitCode> {
+    if !cfg!(feature = "cuda") {
+        anyhow::bail!(
+            "global_profiler.tool: nsys needs a CUDA build (cargo build --release --features cuda) \
+             and NVIDIA Nsight Systems; valid tools on this build: npu, torch, torch_memory"
+        );
+    }
+    let nsys_on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("nsys").is_file()))
+        .unwrap_or(false);
+    if !nsys_on_path {
+        anyhow::bail!(
+            "global_profiler.tool: nsys: `nsys` is not on PATH; install NVIDIA Nsight Systems or \
+             choose another tool (npu, torch, torch_memory)"
+        );
+    }
+    let ranks: Vec<u32> = (0..plan.world_size).collect();
+    let leader = rlprof_profiler::nsys::capture_leader(plan, &ranks).unwrap_or(0);
+    let ranges = rlprof_profiler::nsys::capture_ranges(plan, leader, &calls_per_step(doc));
+    let stem = plan.save_path.join("nsys").join(format!(
+        "{}_{}_{}",
+        rlprof_profiler::controller::hostname(),
+        std::process::id(),
+        rlprof_profiler::controller::timestamp17(rlprof_profiler::clock::wall_ns())
+    ));
+    std::fs::create_dir_all(stem.parent().expect("parent"))?;
+    let exe = std::env::current_exe()?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cmd = rlprof_profiler::nsys::profile_command(plan, ranges, &stem, &exe, &args);
+    tracing::info!("re-launching under nsys: {}", cmd.join(" "));
+    let status = std::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .env(rlprof_profiler::nsys::UNDER_NSYS_ENV, "1")
+        .status()?;
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// `rlprof analyse`.

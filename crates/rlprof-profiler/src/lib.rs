@@ -23,6 +23,7 @@ pub mod config;
 pub mod controller;
 pub mod error;
 pub mod intern;
+pub mod nsys;
 pub mod plan;
 pub mod raw;
 pub mod record;
