@@ -17,6 +17,9 @@
 //! MPI is initialised with `MPI_THREAD_MULTIPLE` requested (the profiler's flusher thread makes
 //! no MPI calls, so `FUNNELED` is enough and accepted).
 
+#[cfg(feature = "nccl")]
+pub mod nccl;
+
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
