@@ -4,13 +4,21 @@ fn main() {
     let (r, n) = (c.rank(), c.size());
     let mut v: Vec<f32> = (0..10).map(|i| (i + r) as f32).collect();
     c.all_reduce_sum(&mut v);
-    let want: Vec<f32> = (0..10).map(|i| (0..n).map(|q| (i + q) as f32).sum()).collect();
+    let want: Vec<f32> = (0..10)
+        .map(|i| (0..n).map(|q| (i + q) as f32).sum())
+        .collect();
     assert_eq!(v, want);
     let (lo, hi) = rlprof_mpi::shard_range(10, n, r);
     let send: Vec<f32> = (0..10).map(|i| i as f32).collect();
     let mut part = vec![0.0; hi - lo];
     c.reduce_scatter_sum(&send, &mut part).unwrap();
-    assert_eq!(part, send[lo..hi].iter().map(|x| x * n as f32).collect::<Vec<_>>());
+    assert_eq!(
+        part,
+        send[lo..hi]
+            .iter()
+            .map(|x| x * n as f32)
+            .collect::<Vec<_>>()
+    );
     let mut full = vec![-1.0f32; 10];
     full[lo..hi].copy_from_slice(&send[lo..hi]);
     c.all_gather_shards(&mut full);

@@ -115,7 +115,11 @@ impl MpiComm {
         if recv.len() != hi - lo {
             return Err(MpiError::Shape {
                 op: "reduce_scatter",
-                detail: format!("recv has {} elements, this rank's shard {}", recv.len(), hi - lo),
+                detail: format!(
+                    "recv has {} elements, this rank's shard {}",
+                    recv.len(),
+                    hi - lo
+                ),
             });
         }
         let mut padded = self.scratch.borrow_mut();
