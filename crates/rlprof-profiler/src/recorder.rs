@@ -7,9 +7,11 @@
 //!   raw pointer, no lazy init), checks the bound rank's generation and content flags, and
 //!   appends a 24-byte record to the thread's fixed-capacity buffer with a plain store plus a
 //!   release store of the length. No allocation, lock or formatting.
-//! - A full buffer is written out by its own thread (one lock + one `write` per
-//!   [`SLOT_CAPACITY`] records). A background flusher writes every thread's committed records
-//!   every [`FLUSH_INTERVAL`], so a killed process loses at most that much.
+//! - A full buffer (every [`SLOT_CAPACITY`] records) is copied into a pooled hand-off buffer and
+//!   queued for the background flusher thread, which writes it; only when the queue is full
+//!   (the disk cannot keep up) does the recording thread write its buffer itself. The flusher
+//!   also writes every thread's committed records every [`FLUSH_INTERVAL`], so a killed process
+//!   loses at most that much plus the queue.
 //!
 //! Each rank of an in-process job is a [`RankContext`]; threads are bound to one with
 //! [`crate::RankProfiler::bind_thread`]. Unbound threads record nothing.
@@ -20,8 +22,9 @@ use crate::plan::{Caps, Content, Contents};
 use crate::raw::{RawWriter, TruncReason, Truncation};
 use crate::record::{Record, RECORD_SIZE};
 use std::cell::{Cell, UnsafeCell};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 /// Records per thread buffer (24 B each: 48 KiB).
@@ -128,6 +131,8 @@ impl RankContext {
             failed: AtomicBool::new(false),
             truncated: Mutex::new(None),
             ctx: Arc::downgrade(self),
+            pending: Mutex::new(VecDeque::new()),
+            pool: Mutex::new(Vec::new()),
         });
         *self.sink.lock().expect("sink") = Some(sink.clone());
         self.contents.store(contents.0, Ordering::Relaxed);
@@ -167,7 +172,7 @@ pub(crate) struct ThreadSlot {
     /// Index up to which records were already written out.
     flush: Mutex<usize>,
     tid: u32,
-    name: String,
+    name: Arc<str>,
 }
 
 // SAFETY: the owner thread writes `buf[len]` before publishing it with a release store of
@@ -178,6 +183,7 @@ unsafe impl Send for ThreadSlot {}
 
 impl ThreadSlot {
     fn new(tid: u32, name: String) -> ThreadSlot {
+        let name: Arc<str> = name.into();
         ThreadSlot {
             buf: (0..SLOT_CAPACITY)
                 .map(|_| UnsafeCell::new(Record::default()))
@@ -210,7 +216,9 @@ impl ThreadSlot {
         let mut flushed = self.flush.lock().expect("flush");
         if let Some(sink) = sink.filter(|s| s.gen == self.gen.load(Ordering::Relaxed)) {
             let len = self.len.load(Ordering::Acquire);
-            sink.write(self, *flushed, len);
+            if !sink.hand_off(self, *flushed, len) {
+                sink.write(self, *flushed, len);
+            }
         }
         *flushed = 0;
         self.len.store(0, Ordering::Relaxed);
@@ -241,7 +249,23 @@ pub(crate) struct Sink {
     failed: AtomicBool,
     truncated: Mutex<Option<Truncation>>,
     ctx: Weak<RankContext>,
+    /// Full buffers handed to the flusher thread, oldest first (per thread, always older than
+    /// that thread's live buffer: every write drains this queue first).
+    pending: Mutex<VecDeque<Pending>>,
+    /// Emptied hand-off buffers for reuse (no allocation once warm).
+    pool: Mutex<Vec<Vec<Record>>>,
 }
+
+/// A full thread buffer waiting for the flusher.
+struct Pending {
+    tid: u32,
+    name: Arc<str>,
+    recs: Vec<Record>,
+}
+
+/// Hand-off queue bound: beyond it the recording thread writes its buffer itself (back-pressure
+/// when the disk cannot keep up), so memory stays bounded at this many buffers per collection.
+const MAX_PENDING: usize = 32;
 
 struct SinkWriter {
     raw: RawWriter,
@@ -265,21 +289,81 @@ pub struct SinkStats {
 }
 
 impl Sink {
-    fn write(&self, slot: &ThreadSlot, from: usize, to: usize) {
+    /// The committed records `from..to` of `slot` (caller holds the slot's flush lock).
+    fn committed<'a>(slot: &'a ThreadSlot, from: usize, to: usize) -> &'a [Record] {
         if from >= to {
+            return &[];
+        }
+        // SAFETY: records `from..to` were published by the owner (acquire load of len by caller)
+        // and are not modified until `len` is reset under the flush lock, which the caller holds.
+        // UnsafeCell<Record> has the layout of Record, so the committed range is a plain slice.
+        unsafe { std::slice::from_raw_parts(slot.buf[from].get() as *const Record, to - from) }
+    }
+
+    /// Queues `slot`'s full buffer for the flusher thread instead of writing it on the recording
+    /// thread. False when the queue is full (the caller then writes it itself).
+    fn hand_off(&self, slot: &ThreadSlot, from: usize, to: usize) -> bool {
+        let recs = Self::committed(slot, from, to);
+        if recs.is_empty() {
+            return true;
+        }
+        if self.pending.lock().expect("pending").len() >= MAX_PENDING {
+            return false;
+        }
+        let mut buf = self
+            .pool
+            .lock()
+            .expect("pool")
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(SLOT_CAPACITY));
+        buf.extend_from_slice(recs);
+        self.pending.lock().expect("pending").push_back(Pending {
+            tid: slot.tid,
+            name: slot.name.clone(),
+            recs: buf,
+        });
+        flusher().wake();
+        true
+    }
+
+    /// Writes every queued buffer (caller holds the writer lock).
+    fn drain_pending(&self, w: &mut SinkWriter) {
+        loop {
+            let Some(mut p) = self.pending.lock().expect("pending").pop_front() else {
+                return;
+            };
+            self.write_locked(w, p.tid, &p.name, &p.recs);
+            p.recs.clear();
+            self.pool.lock().expect("pool").push(p.recs);
+        }
+    }
+
+    /// Writes queued buffers (flusher thread).
+    fn flush_pending(&self) {
+        if self.pending.lock().expect("pending").is_empty() {
             return;
         }
-        let n = (to - from) as u64;
+        let mut w = self.writer.lock().expect("writer");
+        self.drain_pending(&mut w);
+    }
+
+    fn write(&self, slot: &ThreadSlot, from: usize, to: usize) {
+        let recs = Self::committed(slot, from, to);
+        let mut w = self.writer.lock().expect("writer");
+        self.drain_pending(&mut w);
+        self.write_locked(&mut w, slot.tid, &slot.name, recs);
+    }
+
+    /// Writes one thread's records, applying caps and failure handling.
+    fn write_locked(&self, w: &mut SinkWriter, tid: u32, name: &str, recs: &[Record]) {
+        if recs.is_empty() {
+            return;
+        }
+        let n = recs.len() as u64;
         if self.failed.load(Ordering::Relaxed) || self.truncated.lock().expect("t").is_some() {
             self.dropped.fetch_add(n, Ordering::Relaxed);
             return;
         }
-        // SAFETY: records `from..to` were published by the owner (acquire load of len by caller)
-        // and are not modified until `len` is reset under the flush lock, which we hold.
-        // UnsafeCell<Record> has the layout of Record, so the committed range is a plain slice.
-        let recs: &[Record] =
-            unsafe { std::slice::from_raw_parts(slot.buf[from].get() as *const Record, to - from) };
-        let mut w = self.writer.lock().expect("writer");
         let mut keep = recs.len();
         let mut trunc = None;
         let events = self.events.load(Ordering::Relaxed);
@@ -298,9 +382,9 @@ impl Sink {
         }
         let result = (|| {
             let sw = &mut *w;
-            if !sw.threads_named.contains(&slot.tid) {
-                sw.raw.write_thread(slot.tid, &slot.name)?;
-                sw.threads_named.push(slot.tid);
+            if !sw.threads_named.contains(&tid) {
+                sw.raw.write_thread(tid, name)?;
+                sw.threads_named.push(tid);
             }
             let mut pending: Vec<(u32, String)> = Vec::new();
             let from = sw.strings_written;
@@ -311,7 +395,7 @@ impl Sink {
                     .write_strings(pending.iter().map(|(i, s)| (*i, s.as_str())))?;
             }
             if keep > 0 {
-                sw.raw.write_records(slot.tid, &recs[..keep])?;
+                sw.raw.write_records(tid, &recs[..keep])?;
             }
             if let Some(reason) = trunc {
                 let t = Truncation {
@@ -361,6 +445,7 @@ impl Sink {
     /// Writes the trailing strings, final calibration and end marker.
     pub(crate) fn finish(&self) -> SinkStats {
         let mut w = self.writer.lock().expect("writer");
+        self.drain_pending(&mut w);
         if !self.failed.load(Ordering::Relaxed) {
             let r = (|| {
                 let mut pending: Vec<(u32, String)> = Vec::new();
@@ -396,6 +481,7 @@ impl Sink {
 
     /// Periodic flush: every thread of the rank, plus a calibration point.
     fn periodic_flush(&self) {
+        self.flush_pending();
         let Some(ctx) = self.ctx.upgrade() else {
             return;
         };
@@ -409,6 +495,9 @@ impl Sink {
 /// The background flusher thread (started on first use).
 struct Flusher {
     sinks: Mutex<Vec<Arc<Sink>>>,
+    /// Set by [`Flusher::wake`] when a full buffer was handed off.
+    woken: Mutex<bool>,
+    cv: Condvar,
 }
 
 fn flusher() -> &'static Flusher {
@@ -416,16 +505,12 @@ fn flusher() -> &'static Flusher {
     F.get_or_init(|| {
         let f: &'static Flusher = Box::leak(Box::new(Flusher {
             sinks: Mutex::new(Vec::new()),
+            woken: Mutex::new(false),
+            cv: Condvar::new(),
         }));
         let spawned = std::thread::Builder::new()
             .name("rlprof-flusher".into())
-            .spawn(move || loop {
-                std::thread::sleep(FLUSH_INTERVAL);
-                let sinks = f.sinks.lock().expect("sinks").clone();
-                for s in sinks {
-                    s.periodic_flush();
-                }
-            });
+            .spawn(move || f.run());
         if let Err(e) = spawned {
             tracing::warn!("cannot start the rlprof flusher thread ({e}); raw data is written when buffers fill and at stop only");
         }
@@ -434,6 +519,40 @@ fn flusher() -> &'static Flusher {
 }
 
 impl Flusher {
+    /// Writes handed-off buffers as they arrive, and every thread's committed records every
+    /// [`FLUSH_INTERVAL`].
+    fn run(&self) {
+        let mut last = std::time::Instant::now();
+        loop {
+            {
+                let mut woken = self.woken.lock().expect("woken");
+                if !*woken {
+                    let left = FLUSH_INTERVAL.saturating_sub(last.elapsed());
+                    woken = self.cv.wait_timeout(woken, left).expect("woken").0;
+                }
+                *woken = false;
+            }
+            let sinks = self.sinks.lock().expect("sinks").clone();
+            let periodic = last.elapsed() >= FLUSH_INTERVAL;
+            for s in &sinks {
+                if periodic {
+                    s.periodic_flush();
+                } else {
+                    s.flush_pending();
+                }
+            }
+            if periodic {
+                last = std::time::Instant::now();
+            }
+        }
+    }
+
+    /// Wakes the flusher for a handed-off buffer (cold path).
+    fn wake(&self) {
+        *self.woken.lock().expect("woken") = true;
+        self.cv.notify_one();
+    }
+
     fn register(&self, s: Arc<Sink>) {
         self.sinks.lock().expect("sinks").push(s);
     }
