@@ -290,7 +290,7 @@ pub struct SinkStats {
 
 impl Sink {
     /// The committed records `from..to` of `slot` (caller holds the slot's flush lock).
-    fn committed<'a>(slot: &'a ThreadSlot, from: usize, to: usize) -> &'a [Record] {
+    fn committed(slot: &ThreadSlot, from: usize, to: usize) -> &[Record] {
         if from >= to {
             return &[];
         }
