@@ -84,16 +84,31 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
     {
         return relaunch_under_nsys(&plan, &doc);
     }
-    let total = rlprof_trainer::TrainConfig::from_doc(&doc)?
-        .trainer
-        .total_training_steps;
+    let tcfg = rlprof_trainer::TrainConfig::from_doc(&doc)?;
+    let total = tcfg.trainer.total_training_steps;
+    println!(
+        "GRPO job: {} rank(s), {} steps, {} prompts x {} samples per step; profiling: {}",
+        tcfg.world_size(),
+        total,
+        tcfg.data.train_batch_size,
+        tcfg.rollout.n,
+        plan.tool.map_or("off".to_string(), |t| format!("{t:?}").to_lowercase()),
+    );
     let profiler = rlprof_profiler::Profiler::new(plan);
     let analysis = crate::analysis::AutoAnalysis::attach(&profiler);
-    let bar = if quiet {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(total)
-    };
+    let bars = indicatif::MultiProgress::new();
+    if quiet {
+        bars.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let warm = bars.add(indicatif::ProgressBar::new(tcfg.trainer.sft_warmup_steps));
+    warm.set_style(
+        indicatif::ProgressStyle::with_template(
+            "  warm-up {pos}/{len} [{bar:30}] {elapsed_precise} {msg}",
+        )
+        .expect("template")
+        .progress_chars("=> "),
+    );
+    let bar = bars.add(indicatif::ProgressBar::new(total));
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "{spinner} step {pos}/{len} [{bar:30}] {elapsed_precise} {msg}",
@@ -102,18 +117,28 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
         .progress_chars("=> "),
     );
     let pb = bar.clone();
+    let wb = warm.clone();
     let opts = rlprof_trainer::RunOptions {
+        on_warmup: Some(Box::new(move |s, t, loss| {
+            wb.set_position(s);
+            wb.set_message(format!("loss {loss:.3}"));
+            if s == t {
+                wb.finish();
+            }
+        })),
         on_step: Some(Box::new(move |m: &rlprof_trainer::StepMetrics| {
             let step_s: f64 = m
                 .timing_s
                 .get("step")
                 .copied()
                 .unwrap_or_else(|| m.timing_s.values().sum());
-            pb.set_position(m.step);
-            pb.set_message(format!(
+            let line = format!(
                 "reward {:.3} acc {:.2} step {:.2}s {:.0} tok/s",
                 m.reward_mean, m.accuracy, step_s, m.tokens_per_s
-            ));
+            );
+            pb.println(format!("step {:>3}: {line}", m.step));
+            pb.set_position(m.step);
+            pb.set_message(line);
         })),
         ..Default::default()
     };

@@ -1,60 +1,41 @@
-//! The GRPO/DAPO trainer (see `shared/spec/trainer.md`).
+//! The GRPO/DAPO trainer (see `shared/spec/trainer.md`): a Qwen2/Llama-family model on candle,
+//! batched KV-cache rollout, GRPO and DAPO updates on sharded data-parallel ranks, instrumented
+//! with `rlprof-profiler` (step scopes, role calls, phases, every tensor op, every collective).
 //!
-//! API contract used by the `rlprof` binary: [`TrainConfig::from_doc`], [`run`],
-//! [`RunOptions`], [`StepMetrics`], [`RunSummary`], [`world_size`]. The engine is being rebuilt;
-//! until it lands [`run`] returns [`TrainerError::NotBuilt`].
+//! Modules, in data-flow order: [`config`] (the job's YAML) -> [`data`] / [`reward`] (prompts and
+//! rule-based rewards) -> [`tokenizer`] / [`model`] (the network and its op layer) ->
+//! [`engine`] (one rank's roles) using [`algo`] (GRPO/DAPO numerics), [`optim`] (sharded AdamW)
+//! and [`comm`] (collectives) -> [`job`] (the loop, metrics, checkpoints via [`checkpoint`]).
+//!
+//! ```no_run
+//! let doc: serde_yaml::Value = serde_yaml::from_str("trainer: {total_training_steps: 2}").unwrap();
+//! let profiler = rlprof_profiler::Profiler::new(rlprof_profiler::ProfilePlan::disabled(1));
+//! let summary = rlprof_trainer::run(&doc, profiler, Default::default()).unwrap();
+//! assert_eq!(summary.steps, 2);
+//! ```
+
+pub mod algo;
+pub mod checkpoint;
+pub mod comm;
+pub mod config;
+pub mod data;
+pub mod engine;
+pub mod error;
+pub mod job;
+pub mod model;
+pub mod optim;
+pub mod reward;
+pub mod tokenizer;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+pub use config::TrainConfig;
+pub use error::TrainerError;
+pub use job::{run, run_rank, Event, RankOutcome};
+
 /// The profiler handle the trainer reports to.
 pub type ProfilerHandle = rlprof_profiler::Profiler;
-
-/// Errors of the trainer.
-#[derive(Debug, thiserror::Error)]
-pub enum TrainerError {
-    /// A config value is invalid.
-    #[error("config: {path}: {message}")]
-    Config {
-        /// YAML path.
-        path: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The engine is not built in this revision.
-    #[error("the training engine is not built in this revision")]
-    NotBuilt,
-}
-
-/// `trainer` section.
-#[derive(Debug, Clone)]
-pub struct TrainerSection {
-    /// Steps to run.
-    pub total_training_steps: u64,
-}
-
-/// The whole job's config.
-#[derive(Debug, Clone)]
-pub struct TrainConfig {
-    /// `trainer`.
-    pub trainer: TrainerSection,
-}
-
-impl TrainConfig {
-    /// Reads the job config from the merged document.
-    pub fn from_doc(doc: &serde_yaml::Value) -> Result<TrainConfig, TrainerError> {
-        let steps = doc
-            .get("trainer")
-            .and_then(|t| t.get("total_training_steps"))
-            .and_then(|v| v.as_u64())
-            .unwrap_or(4);
-        Ok(TrainConfig {
-            trainer: TrainerSection {
-                total_training_steps: steps,
-            },
-        })
-    }
-}
 
 /// Metrics of one step.
 #[derive(Debug, Clone, Default)]
@@ -65,23 +46,31 @@ pub struct StepMetrics {
     pub reward_mean: f64,
     /// Fraction of exactly right answers.
     pub accuracy: f64,
-    /// `timing_s/*` values (`gen`, `reward`, `old_log_prob`, `ref`, `adv`, `update_actor`, `step`).
+    /// `timing_s/*` values (`gen`, `reward`, `old_log_prob`, `ref`, `adv`, `update_actor`,
+    /// `update_weights`, `step`).
     pub timing_s: BTreeMap<String, f64>,
-    /// Tokens processed per second over the step.
+    /// Tokens (prompt + response) processed per second over the step, all ranks.
     pub tokens_per_s: f64,
+    /// Other metrics under verl's names (`actor/pg_loss`, `critic/score/mean`, ...).
+    pub values: BTreeMap<String, f64>,
 }
 
 /// Callback per finished step.
 pub type StepCallback = Box<dyn Fn(&StepMetrics) + Send + Sync>;
+
+/// Callback per supervised warm-up step: (step, total, loss).
+pub type WarmupCallback = Box<dyn Fn(u64, u64, f32) + Send + Sync>;
 
 /// Options of [`run`].
 #[derive(Default)]
 pub struct RunOptions {
     /// Called after each step (on the driver thread).
     pub on_step: Option<StepCallback>,
+    /// Called after each warm-up step.
+    pub on_warmup: Option<WarmupCallback>,
     /// Stop after this many steps (overrides the config when set).
     pub max_steps: Option<u64>,
-    /// Where metrics JSONL goes (default `{trainer.default_local_dir}/metrics.jsonl`).
+    /// Where metrics JSONL goes (default `{trainer.default_local_dir}/metrics-{ms}.jsonl`).
     pub metrics_path: Option<PathBuf>,
 }
 
@@ -98,6 +87,12 @@ pub struct RunSummary {
     pub metrics_path: PathBuf,
     /// Per-step metrics.
     pub metrics: Vec<StepMetrics>,
+    /// Rank 0's final actor parameters, flat.
+    pub final_params: Vec<f32>,
+    /// Optimizer state elements per rank (sharded: about `num_params / world` each).
+    pub optimizer_state_len: Vec<usize>,
+    /// Model parameters.
+    pub num_params: usize,
 }
 
 /// Number of ranks: `trainer.nnodes * trainer.n_gpus_per_node`.
@@ -109,14 +104,4 @@ pub fn world_size(doc: &serde_yaml::Value) -> u32 {
             .unwrap_or(1) as u32
     };
     get("nnodes") * get("n_gpus_per_node")
-}
-
-/// Runs the job.
-pub fn run(
-    doc: &serde_yaml::Value,
-    profiler: ProfilerHandle,
-    opts: RunOptions,
-) -> Result<RunSummary, TrainerError> {
-    let _ = (doc, profiler, opts);
-    Err(TrainerError::NotBuilt)
 }

@@ -1,0 +1,691 @@
+//! One rank of the job: the actor (trainable, sharded optimizer), the rollout engine (its own
+//! weights, synced from the actor each step), the frozen reference policy, and the role calls of
+//! a GRPO/DAPO step. All ranks run the same code on their own data shard; they meet only in the
+//! collectives of their [`Communicator`].
+
+use crate::algo::{self, GlobalDenoms, LossInputs, LossSettings};
+use crate::comm::{shard_len, Communicator};
+use crate::config::TrainConfig;
+use crate::data::Prompt;
+use crate::error::{Result, TrainerError};
+use crate::model::{ids_tensor, token_logprobs, Attn, KvCache, ModelConfig, ParamStore, Transformer};
+use crate::optim::{clip_coef, AdamW, ShardedAdamW};
+use crate::reward;
+use crate::tokenizer::Tok;
+use candle_core::{Device, Tensor};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use rlprof_profiler::{iteration, plan::IterKind};
+
+/// One generated response and everything computed about it during the step.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Index of its prompt (group) in this rank's batch.
+    pub group: usize,
+    /// Prompt tokens.
+    pub prompt_ids: Vec<u32>,
+    /// Response tokens (ending with EOS unless cut at the length limit).
+    pub response: Vec<u32>,
+    /// Rule-based score (0/1) before shaping.
+    pub score: f32,
+    /// Reward after shaping.
+    pub reward: f32,
+    /// Advantage.
+    pub adv: f32,
+    /// Log-probs at rollout time (`compute_log_prob`).
+    pub old_logp: Vec<f32>,
+    /// Reference log-probs (`compute_ref_log_prob`).
+    pub ref_logp: Vec<f32>,
+}
+
+/// Sampling settings of one generation call.
+#[derive(Debug, Clone, Copy)]
+pub struct Sampling {
+    /// Temperature.
+    pub temperature: f32,
+    /// Nucleus mass.
+    pub top_p: f32,
+    /// Top-k (-1 = off).
+    pub top_k: i64,
+    /// false = greedy.
+    pub do_sample: bool,
+    /// Longest response.
+    pub max_tokens: usize,
+    /// Base seed; every row draws from its own stream keyed by its global index.
+    pub seed: u64,
+}
+
+/// Statistics of one `update_actor` call, summed over micro-batches and ranks.
+#[derive(Debug, Clone, Default)]
+pub struct UpdateStats {
+    /// Mean policy-gradient loss.
+    pub pg_loss: f64,
+    /// Mean KL to the reference.
+    pub kl: f64,
+    /// Mean entropy.
+    pub entropy: f64,
+    /// Fraction of clipped tokens.
+    pub clipfrac: f64,
+    /// Mean global grad norm (before clipping).
+    pub grad_norm: f64,
+    /// Optimizer updates done.
+    pub updates: u64,
+}
+
+/// The models and optimizer of one rank.
+pub struct Engine<C: Communicator> {
+    /// Job config.
+    pub cfg: TrainConfig,
+    /// Collectives.
+    pub comm: C,
+    /// Model config.
+    pub mcfg: ModelConfig,
+    /// Tokenizer.
+    pub tok: Tok,
+    /// Actor weights.
+    pub actor: ParamStore,
+    train_model: Transformer,
+    eval_model: Transformer,
+    rollout_params: ParamStore,
+    rollout_model: Transformer,
+    ref_params: Option<ParamStore>,
+    ref_model: Option<Transformer>,
+    /// Optimizer state of this rank's shard.
+    pub opt: ShardedAdamW,
+    /// Full flat parameters (padded to `world * shard`), the optimizer's master copy.
+    flat: Vec<f32>,
+    /// Shard length.
+    shard: usize,
+    device: Device,
+}
+
+impl<C: Communicator> Engine<C> {
+    /// Builds a rank's engine around actor weights `actor`.
+    pub fn new(
+        cfg: TrainConfig,
+        comm: C,
+        mcfg: ModelConfig,
+        tok: Tok,
+        actor: ParamStore,
+        hp: AdamW,
+    ) -> Result<Engine<C>> {
+        let device = actor.device().clone();
+        let train_model = Transformer::new(&mcfg, &actor, true)?;
+        let eval_model = Transformer::new(&mcfg, &actor, false)?;
+        let rollout_params = actor.deep_clone()?;
+        let rollout_model = Transformer::new(&mcfg, &rollout_params, false)?;
+        let world = comm.world_size();
+        let shard = shard_len(actor.len(), world);
+        let mut flat = actor.flat()?;
+        flat.resize(shard * world, 0.0);
+        Ok(Engine {
+            cfg,
+            comm,
+            mcfg,
+            tok,
+            actor,
+            train_model,
+            eval_model,
+            rollout_params,
+            rollout_model,
+            ref_params: None,
+            ref_model: None,
+            opt: ShardedAdamW::new(hp, shard),
+            flat,
+            shard,
+            device,
+        })
+    }
+
+    /// Freezes the current actor weights as the reference policy.
+    pub fn freeze_reference(&mut self) -> Result<()> {
+        let p = self.actor.deep_clone()?;
+        self.ref_model = Some(Transformer::new(&self.mcfg, &p, false)?);
+        self.ref_params = Some(p);
+        Ok(())
+    }
+
+    /// Replaces the optimizer (fresh state).
+    pub fn reset_optimizer(&mut self, hp: AdamW) {
+        self.opt = ShardedAdamW::new(hp, self.shard);
+    }
+
+    /// Overwrites the actor weights (and the optimizer's master copy) from a flat vector.
+    pub fn load_actor_flat(&mut self, flat: &[f32]) -> Result<()> {
+        self.actor.set_flat(flat)?;
+        self.flat[..flat.len()].copy_from_slice(flat);
+        Ok(())
+    }
+
+    /// `update_weights`: copies the actor's weights into the rollout engine.
+    pub fn sync_rollout_weights(&self) -> Result<()> {
+        Ok(self.rollout_params.copy_from(&self.actor)?)
+    }
+
+    /// `generate_sequences`: `n` samples for each prompt, batched, with a KV cache. Row `i` of
+    /// this rank draws from the random stream of global row `row_base + i`, so results do not
+    /// depend on how prompts are split over ranks.
+    pub fn generate(
+        &self,
+        prompts: &[Prompt],
+        n: usize,
+        s: Sampling,
+        row_base: usize,
+    ) -> Result<Vec<Sample>> {
+        let mut rows = Vec::new();
+        for (g, p) in prompts.iter().enumerate() {
+            let ids = self.tok.encode(&p.text)?;
+            for _ in 0..n {
+                rows.push((g, ids.clone()));
+            }
+        }
+        let prompt_ids: Vec<Vec<u32>> = rows.iter().map(|(_, ids)| ids.clone()).collect();
+        let responses = self.generate_rows(&self.rollout_model, &prompt_ids, s, row_base)?;
+        Ok(rows
+            .into_iter()
+            .zip(responses)
+            .map(|((group, prompt_ids), response)| Sample {
+                group,
+                prompt_ids,
+                response,
+                score: 0.0,
+                reward: 0.0,
+                adv: 0.0,
+                old_logp: Vec::new(),
+                ref_logp: Vec::new(),
+            })
+            .collect())
+    }
+
+    /// Batched decoding of `prompts` (token rows) with `model` and a KV cache.
+    pub fn generate_rows(
+        &self,
+        model: &Transformer,
+        prompts: &[Vec<u32>],
+        s: Sampling,
+        row_base: usize,
+    ) -> Result<Vec<Vec<u32>>> {
+        let b = prompts.len();
+        if b == 0 {
+            return Ok(Vec::new());
+        }
+        let p = prompts.iter().map(|r| r.len()).max().unwrap_or(0).max(1);
+        let pad = self.tok.pad_id;
+        let mut ids = Vec::with_capacity(b);
+        let mut valid: Vec<Vec<bool>> = Vec::with_capacity(b);
+        for r in prompts {
+            let mut row = vec![pad; p - r.len()];
+            row.extend(r);
+            ids.push(row);
+            let mut v = vec![false; p - r.len()];
+            v.extend(std::iter::repeat_n(true, r.len()));
+            valid.push(v);
+        }
+        let mut rngs: Vec<StdRng> = (0..b)
+            .map(|i| StdRng::seed_from_u64(mix(s.seed, (row_base + i) as u64)))
+            .collect();
+        let mut cache = KvCache::new(self.mcfg.num_hidden_layers);
+        let attn = Attn::full(&valid, &self.device)?;
+        let logits = model.forward_last(&ids_tensor(&ids, &self.device)?, &attn, Some(&mut cache))?;
+        let mut next = sample_rows(&logits, s, &mut rngs)?;
+        let mut out: Vec<Vec<u32>> = vec![Vec::new(); b];
+        let mut done = vec![false; b];
+        for t in 0..s.max_tokens {
+            for i in 0..b {
+                if !done[i] {
+                    out[i].push(next[i]);
+                    done[i] = next[i] == self.tok.eos_id;
+                }
+            }
+            if t + 1 == s.max_tokens || done.iter().all(|d| *d) {
+                break;
+            }
+            let _it = iteration(IterKind::DecodeStep);
+            let positions: Vec<u32> = (0..b).map(|i| (prompts[i].len() + t) as u32).collect();
+            for (i, v) in valid.iter_mut().enumerate() {
+                v.push(!done[i] || out[i].len() == t + 1);
+            }
+            let step_ids: Vec<Vec<u32>> = (0..b)
+                .map(|i| vec![if done[i] { pad } else { next[i] }])
+                .collect();
+            let attn = Attn::decode(&positions, &valid, &self.device)?;
+            let logits = model.forward_last(
+                &ids_tensor(&step_ids, &self.device)?,
+                &attn,
+                Some(&mut cache),
+            )?;
+            next = sample_rows(&logits, s, &mut rngs)?;
+        }
+        Ok(out)
+    }
+
+    /// Greedy decoding without a KV cache (reference for the cache-equality test).
+    pub fn generate_greedy_uncached(&self, prompt: &[u32], max_tokens: usize) -> Result<Vec<u32>> {
+        let mut seq = prompt.to_vec();
+        let mut out = Vec::new();
+        for _ in 0..max_tokens {
+            let valid = vec![vec![true; seq.len()]];
+            let attn = Attn::full(&valid, &self.device)?;
+            let logits = self.rollout_model.forward_last(
+                &ids_tensor(std::slice::from_ref(&seq), &self.device)?,
+                &attn,
+                None,
+            )?;
+            let row = logits.flatten_all()?.to_vec1::<f32>()?;
+            let tok = argmax(&row);
+            out.push(tok);
+            seq.push(tok);
+            if tok == self.tok.eos_id {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The rollout model (for tests and validation).
+    pub fn rollout_model(&self) -> &Transformer {
+        &self.rollout_model
+    }
+
+    /// Scores every sample (reward function, then DAPO overlong shaping when on).
+    pub fn score(&self, prompts: &[Prompt], samples: &mut [Sample]) -> Result<()> {
+        let max = self.cfg.data.max_response_length;
+        let ol = &self.cfg.overlong;
+        for s in samples.iter_mut() {
+            let p = &prompts[s.group];
+            let text = self.tok.decode(&s.response)?;
+            s.score = reward::score(&p.data_source, &p.text, &text, &p.ground_truth);
+            s.reward = s.score;
+            if ol.enable {
+                s.reward += reward::overlong_penalty(s.response.len(), max, ol.len, ol.penalty_factor);
+            }
+        }
+        Ok(())
+    }
+
+    /// GRPO advantages over each prompt's `n` samples (samples are grouped consecutively).
+    pub fn advantages(&self, samples: &mut [Sample], n: usize) {
+        let r: Vec<f32> = samples.iter().map(|s| s.reward).collect();
+        let adv = algo::grpo_advantages(&r, n, self.cfg.algorithm.norm_adv_by_std_in_grpo);
+        for (s, a) in samples.iter_mut().zip(adv) {
+            s.adv = a;
+        }
+    }
+
+    /// `compute_log_prob` (actor) or `compute_ref_log_prob` (reference), in micro-batches.
+    pub fn log_probs(&self, samples: &mut [Sample], reference: bool) -> Result<()> {
+        let (model, mb) = if reference {
+            let m = self.ref_model.as_ref().unwrap_or(&self.eval_model);
+            (m, self.cfg.ref_log_prob_micro_batch_size_per_gpu)
+        } else {
+            (&self.eval_model, self.cfg.rollout.log_prob_micro_batch_size_per_gpu)
+        };
+        let temp = self.cfg.rollout.temperature;
+        for chunk in samples.chunks_mut(mb) {
+            let _it = iteration(IterKind::MicroBatch);
+            let refs: Vec<&Sample> = chunk.iter().collect();
+            let batch = SeqBatch::new(&refs, self.tok.pad_id, &self.device)?;
+            let (lp, _) = batch.logprobs(model, temp)?;
+            let rows = lp.to_vec2::<f32>()?;
+            for (s, row) in chunk.iter_mut().zip(rows) {
+                let v = row[..s.response.len()].to_vec();
+                if reference {
+                    s.ref_logp = v;
+                } else {
+                    s.old_logp = v;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `update_actor`: PPO epochs over mini-batches of micro-batches with gradient accumulation;
+    /// one sharded optimizer update per mini-batch. `step` names the step in errors.
+    pub fn update_actor(&mut self, samples: &[Sample], step: u64) -> Result<UpdateStats> {
+        let a = self.cfg.actor.clone();
+        let n_mini = (self.cfg.data.train_batch_size / a.ppo_mini_batch_size).max(1);
+        let settings = LossSettings {
+            clip_low: a.clip_ratio_low,
+            clip_high: a.clip_ratio_high,
+            kl_coef: if a.use_kl_loss { a.kl_loss_coef } else { 0.0 },
+            entropy_coeff: a.entropy_coeff,
+            agg: a.loss_agg_mode,
+        };
+        let temp = self.cfg.rollout.temperature;
+        let minis = split_even(samples, n_mini);
+        let mut st = UpdateStats::default();
+        let mut local = [0f32; 4];
+        for _epoch in 0..a.ppo_epochs {
+            for mini in &minis {
+                let _it = iteration(IterKind::MiniBatch);
+                let mut d = [
+                    mini.iter().map(|s| s.response.len() as f32).sum::<f32>(),
+                    mini.len() as f32,
+                ];
+                self.comm.all_reduce_sum(&mut d)?;
+                if d[1] == 0.0 {
+                    continue;
+                }
+                let denoms = GlobalDenoms {
+                    tokens: d[0].max(1.0),
+                    seqs: d[1],
+                };
+                let mut grads = vec![0f32; self.flat.len()];
+                for micro in mini.chunks(a.ppo_micro_batch_size_per_gpu) {
+                    let _it = iteration(IterKind::MicroBatch);
+                    let refs: Vec<&Sample> = micro.iter().collect();
+                    let batch = SeqBatch::new(&refs, self.tok.pad_id, &self.device)?;
+                    let (lp, ent) = batch.logprobs(&self.train_model, temp)?;
+                    let old = batch.per_token(&refs, |s| &s.old_logp)?;
+                    let refl = if settings.kl_coef != 0.0 {
+                        Some(batch.per_token(&refs, |s| &s.ref_logp)?)
+                    } else {
+                        None
+                    };
+                    let adv = batch.per_seq(&refs, |s| s.adv)?;
+                    let out = algo::actor_loss(
+                        &LossInputs {
+                            logp: &lp,
+                            entropy: &ent,
+                            old_logp: &old,
+                            ref_logp: refl.as_ref(),
+                            adv: &adv,
+                            mask: &batch.mask,
+                        },
+                        settings,
+                        denoms,
+                    )?;
+                    let lv = out.loss.to_scalar::<f32>()?;
+                    if !lv.is_finite() {
+                        return Err(TrainerError::NonFinite {
+                            step,
+                            what: "actor loss",
+                            value: lv as f64,
+                        });
+                    }
+                    self.accumulate_grads(&out.loss, &mut grads)?;
+                    local[0] += out.pg_loss;
+                    local[1] += out.kl;
+                    local[2] += out.entropy;
+                    local[3] += out.clipfrac;
+                }
+                let norm = self.apply_grads(&mut grads, self.cfg.actor.grad_clip, step)?;
+                st.grad_norm += norm as f64;
+                st.updates += 1;
+            }
+        }
+        self.comm.all_reduce_sum(&mut local)?;
+        let k = st.updates.max(1) as f64;
+        st.pg_loss = local[0] as f64 / k;
+        st.kl = local[1] as f64 / k;
+        st.entropy = local[2] as f64 / k;
+        st.clipfrac = local[3] as f64 / k;
+        st.grad_norm /= k;
+        Ok(st)
+    }
+
+    /// Supervised step on `(prompt, target)` token rows (the warm-up): token-mean cross-entropy
+    /// over target tokens of the global batch. Returns the global loss.
+    pub fn sft_step(&mut self, rows: &[(Vec<u32>, Vec<u32>)], global_rows: usize, step: u64) -> Result<f32> {
+        let mut tokens = [rows.iter().map(|(_, t)| t.len() as f32).sum::<f32>()];
+        self.comm.all_reduce_sum(&mut tokens)?;
+        let _ = global_rows;
+        let samples: Vec<Sample> = rows
+            .iter()
+            .map(|(p, t)| Sample {
+                group: 0,
+                prompt_ids: p.clone(),
+                response: t.clone(),
+                score: 0.0,
+                reward: 0.0,
+                adv: 0.0,
+                old_logp: Vec::new(),
+                ref_logp: Vec::new(),
+            })
+            .collect();
+        let refs: Vec<&Sample> = samples.iter().collect();
+        let mut grads = vec![0f32; self.flat.len()];
+        let mut loss_sum = [0f32];
+        for micro in refs.chunks(self.cfg.actor.ppo_micro_batch_size_per_gpu.max(1)) {
+            let batch = SeqBatch::new(micro, self.tok.pad_id, &self.device)?;
+            let (lp, _) = batch.logprobs(&self.train_model, 1.0)?;
+            let loss = lp.mul(&batch.mask)?.sum_all()?.affine(-1.0 / tokens[0].max(1.0) as f64, 0.0)?;
+            let lv = loss.to_scalar::<f32>()?;
+            if !lv.is_finite() {
+                return Err(TrainerError::NonFinite {
+                    step,
+                    what: "warm-up loss",
+                    value: lv as f64,
+                });
+            }
+            loss_sum[0] += lv;
+            self.accumulate_grads(&loss, &mut grads)?;
+        }
+        self.apply_grads(&mut grads, 1.0, step)?;
+        self.comm.all_reduce_sum(&mut loss_sum)?;
+        Ok(loss_sum[0])
+    }
+
+    /// Backward of `loss`, adding each parameter's gradient into the flat buffer.
+    fn accumulate_grads(&self, loss: &Tensor, flat: &mut [f32]) -> Result<()> {
+        let _ph = rlprof_profiler::scope(rlprof_profiler::name!("backward"));
+        let gs = loss.backward()?;
+        let mut off = 0;
+        for v in self.actor.vars() {
+            let n = v.elem_count();
+            if let Some(g) = gs.get(v.as_tensor()) {
+                let g = g.flatten_all()?.to_vec1::<f32>()?;
+                for (d, x) in flat[off..off + n].iter_mut().zip(&g) {
+                    *d += x;
+                }
+            }
+            off += n;
+        }
+        Ok(())
+    }
+
+    /// Per-parameter gradient norms of `loss` (for the every-weight-learns test).
+    pub fn grad_norms(&self, samples: &[Sample]) -> Result<Vec<(String, f32)>> {
+        let refs: Vec<&Sample> = samples.iter().collect();
+        let batch = SeqBatch::new(&refs, self.tok.pad_id, &self.device)?;
+        let (lp, _) = batch.logprobs(&self.train_model, 1.0)?;
+        let loss = lp.mul(&batch.mask)?.sum_all()?.neg()?;
+        let gs = loss.backward()?;
+        self.actor
+            .names()
+            .iter()
+            .zip(self.actor.vars())
+            .map(|(n, v)| {
+                let norm = match gs.get(v.as_tensor()) {
+                    Some(g) => g.sqr()?.sum_all()?.sqrt()?.to_scalar::<f32>()?,
+                    None => 0.0,
+                };
+                Ok((n.clone(), norm))
+            })
+            .collect()
+    }
+
+    /// ZeRO-2 update: reduce-scatter gradients, clip by the global norm, AdamW on this rank's
+    /// shard, all-gather the parameters. Returns the global grad norm before clipping.
+    fn apply_grads(&mut self, grads: &mut [f32], max_norm: f32, step: u64) -> Result<f32> {
+        let (r, sh) = (self.comm.rank(), self.shard);
+        let mut g = vec![0f32; sh];
+        self.comm.reduce_scatter_sum(grads, &mut g)?;
+        let mut sq = [g.iter().map(|x| x * x).sum::<f32>()];
+        self.comm.all_reduce_sum(&mut sq)?;
+        let norm = sq[0].sqrt();
+        if !norm.is_finite() {
+            return Err(TrainerError::NonFinite {
+                step,
+                what: "grad_norm",
+                value: norm as f64,
+            });
+        }
+        let coef = clip_coef(norm, max_norm);
+        let mut mine = self.flat[r * sh..(r + 1) * sh].to_vec();
+        self.opt.step(&mut mine, &g, coef);
+        self.comm.all_gather(&mine, &mut self.flat)?;
+        self.actor.set_flat(&self.flat[..self.actor.len()])?;
+        Ok(norm)
+    }
+
+    /// This rank's flat parameters (unpadded).
+    pub fn actor_flat(&self) -> &[f32] {
+        &self.flat[..self.actor.len()]
+    }
+}
+
+/// A padded batch of (prompt, response) rows: prompts left-padded to `p`, responses
+/// right-padded to `r`.
+pub struct SeqBatch {
+    ids: Tensor,
+    attn: Attn,
+    targets: Tensor,
+    /// `[B, R]` 1 for response tokens.
+    pub mask: Tensor,
+    p: usize,
+    r: usize,
+}
+
+impl SeqBatch {
+    /// Builds the padded batch of `samples`.
+    pub fn new(samples: &[&Sample], pad: u32, device: &Device) -> Result<SeqBatch> {
+        let p = samples.iter().map(|s| s.prompt_ids.len()).max().unwrap_or(1).max(1);
+        let r = samples.iter().map(|s| s.response.len()).max().unwrap_or(1).max(1);
+        let mut ids = Vec::new();
+        let mut valid = Vec::new();
+        let mut targets = Vec::new();
+        let mut mask = Vec::new();
+        for s in samples {
+            let lp = p - s.prompt_ids.len();
+            let mut row = vec![pad; lp];
+            row.extend(&s.prompt_ids);
+            row.extend(&s.response);
+            row.resize(p + r, pad);
+            let mut v = vec![false; lp];
+            v.extend(std::iter::repeat_n(true, s.prompt_ids.len() + s.response.len()));
+            v.resize(p + r, false);
+            let mut t = s.response.clone();
+            t.resize(r, pad);
+            targets.push(t);
+            mask.extend((0..r).map(|i| (i < s.response.len()) as u8 as f32));
+            ids.push(row);
+            valid.push(v);
+        }
+        Ok(SeqBatch {
+            ids: ids_tensor(&ids, device)?,
+            attn: Attn::full(&valid, device)?,
+            targets: ids_tensor(&targets, device)?,
+            mask: Tensor::from_vec(mask, (samples.len(), r), device)?,
+            p,
+            r,
+        })
+    }
+
+    /// Log-probs and entropies `[B, R]` of the response tokens under `model`.
+    pub fn logprobs(&self, model: &Transformer, temp: f32) -> Result<(Tensor, Tensor)> {
+        let logits = model.forward(&self.ids, &self.attn, None)?;
+        let resp = logits.narrow(1, self.p - 1, self.r)?;
+        Ok(token_logprobs(&resp, &self.targets, temp)?)
+    }
+
+    /// A `[B, R]` tensor of per-token values (zero-padded).
+    fn per_token(&self, samples: &[&Sample], f: impl Fn(&Sample) -> &Vec<f32>) -> Result<Tensor> {
+        let mut v = Vec::with_capacity(samples.len() * self.r);
+        for s in samples {
+            let row = f(s);
+            v.extend(row.iter().copied().take(self.r));
+            v.extend(std::iter::repeat_n(0.0, self.r - row.len().min(self.r)));
+        }
+        Ok(Tensor::from_vec(v, (samples.len(), self.r), self.mask.device())?)
+    }
+
+    /// A `[B, R]` tensor of a per-sequence value broadcast over tokens.
+    fn per_seq(&self, samples: &[&Sample], f: impl Fn(&Sample) -> f32) -> Result<Tensor> {
+        let v: Vec<f32> = samples
+            .iter()
+            .flat_map(|s| std::iter::repeat_n(f(s), self.r))
+            .collect();
+        Ok(Tensor::from_vec(v, (samples.len(), self.r), self.mask.device())?)
+    }
+}
+
+/// Splits `v` into `k` contiguous chunks whose sizes differ by at most one.
+fn split_even<T>(v: &[T], k: usize) -> Vec<&[T]> {
+    let (q, rem) = (v.len() / k, v.len() % k);
+    let mut out = Vec::with_capacity(k);
+    let mut off = 0;
+    for i in 0..k {
+        let len = q + (i < rem) as usize;
+        out.push(&v[off..off + len]);
+        off += len;
+    }
+    out
+}
+
+/// A 64-bit mix of two keys (SplitMix64 finaliser).
+pub fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn argmax(row: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in row.iter().enumerate() {
+        if x > row[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+fn sample_rows(logits: &Tensor, s: Sampling, rngs: &mut [StdRng]) -> Result<Vec<u32>> {
+    let rows = logits.squeeze(1)?.to_vec2::<f32>()?;
+    Ok(rows
+        .iter()
+        .zip(rngs.iter_mut())
+        .map(|(row, rng)| sample_token(row, s, rng))
+        .collect())
+}
+
+/// Draws one token: greedy, or temperature + top-k + top-p sampling.
+pub fn sample_token(logits: &[f32], s: Sampling, rng: &mut StdRng) -> u32 {
+    if !s.do_sample {
+        return argmax(logits);
+    }
+    let mut idx: Vec<usize> = (0..logits.len()).collect();
+    idx.sort_unstable_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+    if s.top_k > 0 {
+        idx.truncate(s.top_k as usize);
+    }
+    let max = logits[idx[0]];
+    let mut probs: Vec<f32> = idx
+        .iter()
+        .map(|&i| ((logits[i] - max) / s.temperature).exp())
+        .collect();
+    let total: f32 = probs.iter().sum();
+    probs.iter_mut().for_each(|p| *p /= total);
+    if s.top_p < 1.0 {
+        let mut cum = 0.0;
+        let mut keep = probs.len();
+        for (k, p) in probs.iter().enumerate() {
+            cum += p;
+            if cum >= s.top_p {
+                keep = k + 1;
+                break;
+            }
+        }
+        probs.truncate(keep);
+        idx.truncate(keep);
+    }
+    let total: f32 = probs.iter().sum();
+    let mut u = rng.random::<f32>() * total;
+    for (k, p) in probs.iter().enumerate() {
+        if u < *p {
+            return idx[k] as u32;
+        }
+        u -= p;
+    }
+    idx[probs.len() - 1] as u32
+}

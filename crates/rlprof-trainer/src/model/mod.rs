@@ -1,0 +1,563 @@
+//! A Qwen2/Llama-family decoder (RMSNorm, RoPE, SwiGLU, grouped-query attention, tied or untied
+//! embeddings) built from differentiable candle primitives only, so that every weight gets a
+//! gradient (candle's fused rms_norm / softmax_last_dim / rope have no backward pass).
+//!
+//! Layout conventions follow verl: prompts are left-padded, responses right-padded; callers pass
+//! per-token validity and the model derives position ids and the attention mask from it.
+
+pub mod ops;
+pub mod params;
+
+use crate::t;
+use candle_core::{DType, Device, Module, Result, Tensor, D};
+use rlprof_profiler::{intern, NameId};
+use serde::{Deserialize, Serialize};
+
+pub use params::ParamStore;
+
+/// Hugging Face `config.json` fields this model reads (Qwen2 / Llama).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ModelConfig {
+    /// `Qwen2ForCausalLM` or `LlamaForCausalLM`.
+    #[serde(default = "default_arch")]
+    pub architectures: Vec<String>,
+    /// `qwen2` or `llama`.
+    #[serde(default = "default_model_type")]
+    pub model_type: String,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Hidden size.
+    pub hidden_size: usize,
+    /// MLP width.
+    pub intermediate_size: usize,
+    /// Layers.
+    pub num_hidden_layers: usize,
+    /// Query heads.
+    pub num_attention_heads: usize,
+    /// Key/value heads.
+    #[serde(default)]
+    pub num_key_value_heads: Option<usize>,
+    /// Longest position.
+    #[serde(default = "default_max_pos")]
+    pub max_position_embeddings: usize,
+    /// RMSNorm epsilon.
+    #[serde(default = "default_eps")]
+    pub rms_norm_eps: f64,
+    /// RoPE base.
+    #[serde(default = "default_theta")]
+    pub rope_theta: f64,
+    /// LM head shares the embedding matrix.
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    /// Biases on q/k/v (Qwen2: true; Llama: `attention_bias`).
+    #[serde(default)]
+    pub attention_bias: Option<bool>,
+    /// BOS id.
+    #[serde(default)]
+    pub bos_token_id: Option<u32>,
+    /// EOS id.
+    #[serde(default)]
+    pub eos_token_id: Option<u32>,
+    /// Stored dtype.
+    #[serde(default = "default_dtype")]
+    pub torch_dtype: String,
+}
+
+fn default_arch() -> Vec<String> {
+    vec!["Qwen2ForCausalLM".into()]
+}
+fn default_model_type() -> String {
+    "qwen2".into()
+}
+fn default_max_pos() -> usize {
+    4096
+}
+fn default_eps() -> f64 {
+    1e-6
+}
+fn default_theta() -> f64 {
+    10000.0
+}
+fn default_dtype() -> String {
+    "float32".into()
+}
+
+impl ModelConfig {
+    /// Key/value heads (defaults to the query heads).
+    pub fn kv_heads(&self) -> usize {
+        self.num_key_value_heads.unwrap_or(self.num_attention_heads)
+    }
+
+    /// Per-head width.
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads
+    }
+
+    /// Whether q/k/v carry biases.
+    pub fn qkv_bias(&self) -> bool {
+        self.attention_bias
+            .unwrap_or(self.model_type == "qwen2")
+    }
+
+    /// Every parameter: (HF name, shape), in a fixed order.
+    pub fn param_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let (h, i, v) = (self.hidden_size, self.intermediate_size, self.vocab_size);
+        let kv = self.kv_heads() * self.head_dim();
+        let mut out = vec![("model.embed_tokens.weight".to_string(), vec![v, h])];
+        for l in 0..self.num_hidden_layers {
+            let p = format!("model.layers.{l}");
+            out.push((format!("{p}.input_layernorm.weight"), vec![h]));
+            out.push((format!("{p}.self_attn.q_proj.weight"), vec![h, h]));
+            out.push((format!("{p}.self_attn.k_proj.weight"), vec![kv, h]));
+            out.push((format!("{p}.self_attn.v_proj.weight"), vec![kv, h]));
+            if self.qkv_bias() {
+                out.push((format!("{p}.self_attn.q_proj.bias"), vec![h]));
+                out.push((format!("{p}.self_attn.k_proj.bias"), vec![kv]));
+                out.push((format!("{p}.self_attn.v_proj.bias"), vec![kv]));
+            }
+            out.push((format!("{p}.self_attn.o_proj.weight"), vec![h, h]));
+            out.push((format!("{p}.post_attention_layernorm.weight"), vec![h]));
+            out.push((format!("{p}.mlp.gate_proj.weight"), vec![i, h]));
+            out.push((format!("{p}.mlp.up_proj.weight"), vec![i, h]));
+            out.push((format!("{p}.mlp.down_proj.weight"), vec![h, i]));
+        }
+        out.push(("model.norm.weight".to_string(), vec![h]));
+        if !self.tie_word_embeddings {
+            out.push(("lm_head.weight".to_string(), vec![v, h]));
+        }
+        out
+    }
+
+    /// Number of parameters.
+    pub fn num_params(&self) -> usize {
+        self.param_shapes()
+            .iter()
+            .map(|(_, s)| s.iter().product::<usize>())
+            .sum()
+    }
+}
+
+/// A linear layer `y = x W^T + b` with its module path.
+struct Linear {
+    w: Tensor,
+    b: Option<Tensor>,
+    module: NameId,
+}
+
+impl Linear {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let (out_f, in_f) = self.w.dims2()?;
+        let dims = x.dims().to_vec();
+        let rows: usize = dims[..dims.len() - 1].iter().product();
+        let x2 = x.reshape((rows, in_f))?;
+        let wt = self.w.t()?;
+        let flops = 2 * (rows * in_f * out_f) as u64;
+        let mut y = t!("matmul", self.module, [&x2, &self.w], flops, x2.matmul(&wt))?;
+        if let Some(b) = &self.b {
+            y = t!("add", self.module, [&y, b], 0, y.broadcast_add(b))?;
+        }
+        let mut out_dims = dims;
+        *out_dims.last_mut().expect("rank >= 1") = out_f;
+        y.reshape(out_dims)
+    }
+}
+
+/// RMSNorm from primitives (differentiable).
+struct RmsNorm {
+    w: Tensor,
+    eps: f64,
+    module: NameId,
+}
+
+impl RmsNorm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let m = self.module;
+        let sq = t!("pow", m, [x], 0, x.sqr())?;
+        let ms = t!("mean", m, [&sq], 0, sq.mean_keepdim(D::Minus1))?;
+        let inv = t!("rsqrt", m, [&ms], 0, ms.affine(1.0, self.eps)?.sqrt()?.recip())?;
+        let xn = t!("mul", m, [x, &inv], 0, x.broadcast_mul(&inv))?;
+        t!("mul", m, [&xn, &self.w], 0, xn.broadcast_mul(&self.w))
+    }
+}
+
+struct Attention {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    module: NameId,
+}
+
+struct Mlp {
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+    module: NameId,
+}
+
+struct Layer {
+    norm1: RmsNorm,
+    attn: Attention,
+    norm2: RmsNorm,
+    mlp: Mlp,
+}
+
+/// Per-layer key/value cache for incremental decoding: `[B, kv_heads, T, head_dim]` each.
+#[derive(Default)]
+pub struct KvCache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl KvCache {
+    /// An empty cache for `layers` layers.
+    pub fn new(layers: usize) -> KvCache {
+        KvCache {
+            layers: (0..layers).map(|_| None).collect(),
+        }
+    }
+
+    /// Cached positions.
+    pub fn len(&self) -> usize {
+        self.layers
+            .first()
+            .and_then(|l| l.as_ref())
+            .map(|(k, _)| k.dim(2).unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Position ids and the additive attention mask of one forward call.
+pub struct Attn {
+    /// `[B, T]` u32 positions of the new tokens.
+    pub positions: Tensor,
+    /// `[B, 1, T, T_keys]` additive mask (0 or -1e9).
+    pub mask: Tensor,
+}
+
+/// Mask value of a masked key (finite so fully-masked pad rows stay NaN-free).
+const MASKED: f32 = -1e9;
+
+impl Attn {
+    /// For a full pass over `[B, L]` tokens with validity `valid` (row-major, 1 = real token).
+    pub fn full(valid: &[Vec<bool>], device: &Device) -> Result<Attn> {
+        let b = valid.len();
+        let l = valid.first().map_or(0, |r| r.len());
+        let mut pos = Vec::with_capacity(b * l);
+        let mut mask = vec![MASKED; b * l * l];
+        for (bi, row) in valid.iter().enumerate() {
+            let mut p = 0u32;
+            for (i, &vi) in row.iter().enumerate() {
+                pos.push(if vi { p } else { 0 });
+                if vi {
+                    p += 1;
+                }
+                for (j, &vj) in row.iter().enumerate().take(i + 1) {
+                    if vj || j == i {
+                        mask[(bi * l + i) * l + j] = 0.0;
+                    }
+                }
+            }
+        }
+        Ok(Attn {
+            positions: Tensor::from_vec(pos, (b, l), device)?,
+            mask: Tensor::from_vec(mask, (b, 1, l, l), device)?,
+        })
+    }
+
+    /// For one decode step: new token at `positions[b]`, keys valid per `valid[b]` (cached + new).
+    pub fn decode(positions: &[u32], valid: &[Vec<bool>], device: &Device) -> Result<Attn> {
+        let b = valid.len();
+        let tk = valid.first().map_or(0, |r| r.len());
+        let mask: Vec<f32> = valid
+            .iter()
+            .flat_map(|r| r.iter().map(|&v| if v { 0.0 } else { MASKED }))
+            .collect();
+        Ok(Attn {
+            positions: Tensor::from_vec(positions.to_vec(), (b, 1), device)?,
+            mask: Tensor::from_vec(mask, (b, 1, 1, tk), device)?,
+        })
+    }
+}
+
+/// The decoder.
+pub struct Transformer {
+    /// Its config.
+    pub config: ModelConfig,
+    embed: Tensor,
+    layers: Vec<Layer>,
+    norm: RmsNorm,
+    lm_head: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    device: Device,
+}
+
+impl Transformer {
+    /// Builds the model over the tensors of `params` (tracked Vars for the actor, detached
+    /// tensors for rollout/ref).
+    pub fn new(config: &ModelConfig, params: &ParamStore, trainable: bool) -> Result<Transformer> {
+        let get = |n: &str| params.tensor(n, trainable);
+        let lin = |p: &str, bias: bool| -> Result<Linear> {
+            Ok(Linear {
+                w: get(&format!("{p}.weight"))?,
+                b: if bias {
+                    Some(get(&format!("{p}.bias"))?)
+                } else {
+                    None
+                },
+                module: intern(p),
+            })
+        };
+        let eps = config.rms_norm_eps;
+        let mut layers = Vec::new();
+        for l in 0..config.num_hidden_layers {
+            let p = format!("model.layers.{l}");
+            let bias = config.qkv_bias();
+            layers.push(Layer {
+                norm1: RmsNorm {
+                    w: get(&format!("{p}.input_layernorm.weight"))?,
+                    eps,
+                    module: intern(&format!("{p}.input_layernorm")),
+                },
+                attn: Attention {
+                    q: lin(&format!("{p}.self_attn.q_proj"), bias)?,
+                    k: lin(&format!("{p}.self_attn.k_proj"), bias)?,
+                    v: lin(&format!("{p}.self_attn.v_proj"), bias)?,
+                    o: lin(&format!("{p}.self_attn.o_proj"), false)?,
+                    heads: config.num_attention_heads,
+                    kv_heads: config.kv_heads(),
+                    head_dim: config.head_dim(),
+                    module: intern(&format!("{p}.self_attn")),
+                },
+                norm2: RmsNorm {
+                    w: get(&format!("{p}.post_attention_layernorm.weight"))?,
+                    eps,
+                    module: intern(&format!("{p}.post_attention_layernorm")),
+                },
+                mlp: Mlp {
+                    gate: lin(&format!("{p}.mlp.gate_proj"), false)?,
+                    up: lin(&format!("{p}.mlp.up_proj"), false)?,
+                    down: lin(&format!("{p}.mlp.down_proj"), false)?,
+                    module: intern(&format!("{p}.mlp")),
+                },
+            });
+        }
+        let embed = get("model.embed_tokens.weight")?;
+        let lm_head = if config.tie_word_embeddings {
+            embed.clone()
+        } else {
+            get("lm_head.weight")?
+        };
+        let device = params.device().clone();
+        let (cos, sin) = rope_tables(config, &device)?;
+        Ok(Transformer {
+            config: config.clone(),
+            embed,
+            layers,
+            norm: RmsNorm {
+                w: get("model.norm.weight")?,
+                eps,
+                module: intern("model.norm"),
+            },
+            lm_head,
+            cos,
+            sin,
+            device,
+        })
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Logits `[B, T, V]` for tokens `ids` `[B, T]` (u32). With a cache, the new keys/values
+    /// are appended and attention covers cached + new positions (`attn.mask` must span both).
+    pub fn forward(&self, ids: &Tensor, attn: &Attn, cache: Option<&mut KvCache>) -> Result<Tensor> {
+        let x = self.hidden(ids, attn, cache)?;
+        self.head(&x)
+    }
+
+    /// Logits of the last position only, `[B, 1, V]` (generation).
+    pub fn forward_last(&self, ids: &Tensor, attn: &Attn, cache: Option<&mut KvCache>) -> Result<Tensor> {
+        let x = self.hidden(ids, attn, cache)?;
+        let t = x.dim(1)?;
+        self.head(&x.narrow(1, t - 1, 1)?.contiguous()?)
+    }
+
+    fn hidden(&self, ids: &Tensor, attn: &Attn, mut cache: Option<&mut KvCache>) -> Result<Tensor> {
+        let (b, t) = ids.dims2()?;
+        let flat = ids.flatten_all()?;
+        let emb = intern_embed();
+        let x = t!("embedding", emb, [&self.embed, &flat], 0, self.embed.index_select(&flat, 0))?;
+        let mut x = x.reshape((b, t, self.config.hidden_size))?;
+        let (cos, sin) = self.rope_at(&attn.positions)?;
+        for (li, layer) in self.layers.iter().enumerate() {
+            let h = layer.norm1.forward(&x)?;
+            let kv = cache.as_deref_mut().map(|c| &mut c.layers[li]);
+            let a = layer.attn.forward(&h, &cos, &sin, &attn.mask, kv)?;
+            x = t!("add", layer.attn.module, [&x, &a], 0, x.add(&a))?;
+            let h = layer.norm2.forward(&x)?;
+            let m = layer.mlp.forward(&h)?;
+            x = t!("add", layer.mlp.module, [&x, &m], 0, x.add(&m))?;
+        }
+        self.norm.forward(&x)
+    }
+
+    fn head(&self, x: &Tensor) -> Result<Tensor> {
+        Linear {
+            w: self.lm_head.clone(),
+            b: None,
+            module: lm_head_module(),
+        }
+        .forward(x)
+    }
+
+    fn rope_at(&self, positions: &Tensor) -> Result<(Tensor, Tensor)> {
+        let (b, t) = positions.dims2()?;
+        let flat = positions.flatten_all()?;
+        let hd = self.config.head_dim();
+        let cos = self.cos.index_select(&flat, 0)?.reshape((b, 1, t, hd))?;
+        let sin = self.sin.index_select(&flat, 0)?.reshape((b, 1, t, hd))?;
+        Ok((cos, sin))
+    }
+}
+
+fn intern_embed() -> NameId {
+    rlprof_profiler::name!("model.embed_tokens")
+}
+
+fn lm_head_module() -> NameId {
+    rlprof_profiler::name!("lm_head")
+}
+
+fn rope_tables(config: &ModelConfig, device: &Device) -> Result<(Tensor, Tensor)> {
+    let hd = config.head_dim();
+    let half = hd / 2;
+    let max = config.max_position_embeddings.min(1 << 16);
+    let mut cos = Vec::with_capacity(max * hd);
+    let mut sin = Vec::with_capacity(max * hd);
+    for p in 0..max {
+        for rep in 0..2 {
+            let _ = rep;
+            for i in 0..half {
+                let freq = 1.0 / config.rope_theta.powf(2.0 * i as f64 / hd as f64);
+                let a = p as f64 * freq;
+                cos.push(a.cos() as f32);
+                sin.push(a.sin() as f32);
+            }
+        }
+    }
+    Ok((
+        Tensor::from_vec(cos, (max, hd), device)?,
+        Tensor::from_vec(sin, (max, hd), device)?,
+    ))
+}
+
+/// `x * cos + rotate_half(x) * sin` from primitive ops; x `[B, H, T, D]`.
+fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor, module: NameId) -> Result<Tensor> {
+    let d = x.dim(D::Minus1)?;
+    let x1 = x.narrow(D::Minus1, 0, d / 2)?;
+    let x2 = x.narrow(D::Minus1, d / 2, d / 2)?;
+    let rot = t!("cat", module, [&x2, &x1], 0, Tensor::cat(&[&x2.neg()?, &x1], D::Minus1))?;
+    let a = t!("mul", module, [x, cos], 0, x.broadcast_mul(cos))?;
+    let b = t!("mul", module, [&rot, sin], 0, rot.broadcast_mul(sin))?;
+    t!("add", module, [&a, &b], 0, a.add(&b))
+}
+
+impl Attention {
+    fn forward(
+        &self,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: &Tensor,
+        cache: Option<&mut Option<(Tensor, Tensor)>>,
+    ) -> Result<Tensor> {
+        let (b, t, _) = x.dims3()?;
+        let (h, kvh, hd) = (self.heads, self.kv_heads, self.head_dim);
+        let m = self.module;
+        let q = self.q.forward(x)?.reshape((b, t, h, hd))?.transpose(1, 2)?.contiguous()?;
+        let k = self.k.forward(x)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
+        let v = self.v.forward(x)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
+        let q = apply_rope(&q, cos, sin, m)?;
+        let mut k = apply_rope(&k, cos, sin, m)?;
+        let mut v = v;
+        if let Some(slot) = cache {
+            if let Some((pk, pv)) = slot.as_ref() {
+                k = t!("cat", m, [pk, &k], 0, Tensor::cat(&[pk, &k], 2))?;
+                v = t!("cat", m, [pv, &v], 0, Tensor::cat(&[pv, &v], 2))?;
+            }
+            *slot = Some((k.clone(), v.clone()));
+        }
+        let (k, v) = (repeat_kv(&k, h / kvh)?, repeat_kv(&v, h / kvh)?);
+        let tk = k.dim(2)?;
+        let kt = k.transpose(2, 3)?.contiguous()?;
+        let flops = 2 * (b * h * t * tk * hd) as u64;
+        let scores = t!("matmul", m, [&q, &kt], flops, q.matmul(&kt))?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        let scores = t!("mul", m, [&scores], 0, scores.affine(scale, 0.0))?;
+        let scores = t!("add", m, [&scores, mask], 0, scores.broadcast_add(mask))?;
+        let probs = t!("softmax", m, [&scores], 0, candle_nn::ops::softmax(&scores, D::Minus1))?;
+        let out = t!("matmul", m, [&probs, &v], flops, probs.matmul(&v))?;
+        let out = out.transpose(1, 2)?.contiguous()?.reshape((b, t, h * hd))?;
+        self.o.forward(&out)
+    }
+}
+
+fn repeat_kv(x: &Tensor, n: usize) -> Result<Tensor> {
+    if n == 1 {
+        return Ok(x.clone());
+    }
+    let (b, kvh, t, hd) = x.dims4()?;
+    x.unsqueeze(2)?
+        .expand((b, kvh, n, t, hd))?
+        .contiguous()?
+        .reshape((b, kvh * n, t, hd))
+}
+
+impl Mlp {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let m = self.module;
+        let g = self.gate.forward(x)?;
+        let g = t!("silu", m, [&g], 0, candle_nn::Activation::Silu.forward(&g))?;
+        let u = self.up.forward(x)?;
+        let gu = t!("mul", m, [&g, &u], 0, g.mul(&u))?;
+        self.down.forward(&gu)
+    }
+}
+
+/// Log-probs (and entropies) of `targets` under `logits` `[B, T, V]` at temperature `temp`.
+pub fn token_logprobs(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<(Tensor, Tensor)> {
+    let m = rlprof_profiler::name!("logprob");
+    let logits = if (temp - 1.0).abs() > f32::EPSILON {
+        t!("div", m, [logits], 0, logits.affine(1.0 / temp as f64, 0.0))?
+    } else {
+        logits.clone()
+    };
+    let lsm = t!("log_softmax", m, [&logits], 0, candle_nn::ops::log_softmax(&logits, D::Minus1))?;
+    let idx = targets.unsqueeze(D::Minus1)?;
+    let lp = t!("gather", m, [&lsm, &idx], 0, lsm.gather(&idx, D::Minus1))?.squeeze(D::Minus1)?;
+    let p = lsm.exp()?;
+    let ent = t!("entropy", m, [&p, &lsm], 0, p.mul(&lsm)?.sum(D::Minus1)?.neg())?;
+    Ok((lp, ent))
+}
+
+/// Convenience: a u32 tensor `[B, T]` from rows.
+pub fn ids_tensor(rows: &[Vec<u32>], device: &Device) -> Result<Tensor> {
+    let b = rows.len();
+    let t = rows.first().map_or(0, |r| r.len());
+    let flat: Vec<u32> = rows.iter().flatten().copied().collect();
+    Tensor::from_vec(flat, (b, t), device)
+}
+
+/// The dtype the model computes in.
+pub const DTYPE: DType = DType::F32;

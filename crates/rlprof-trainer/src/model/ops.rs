@@ -1,0 +1,74 @@
+//! The model's op layer: every tensor op the model runs goes through [`traced`], the single
+//! instrumentation point (candle has no per-op hook). It opens a profiler op range (name, module
+//! path; input shapes and dtypes only when the `shapes` content is collected), times the candle CPU
+//! kernel as a device kernel record (`npu` content), and — through the process's tracking
+//! allocator — attributes the tensor memory allocated inside to the op. When nothing collects, a
+//! call costs the relaxed atomic loads of the profiler API and nothing else.
+
+use candle_core::{DType, Result, Tensor};
+use rlprof_profiler::{intern, intern_shapes, kernel, now, op, wants, Content, NameId};
+
+/// Runs `f` (one tensor op on `inputs`) as op `name` of `module`, recording it when collecting.
+/// `flops` is the op's floating-point work (0 when not worth counting).
+#[inline]
+pub fn traced(
+    name: NameId,
+    kernel_name: NameId,
+    module: NameId,
+    inputs: &[&Tensor],
+    flops: u64,
+    f: impl FnOnce() -> Result<Tensor>,
+) -> Result<Tensor> {
+    let mut guard = op(name, module);
+    if guard.is_recording() && wants(Content::Shapes) {
+        guard.shapes(shapes_of(inputs));
+        guard.dtypes(dtypes_of(inputs));
+    }
+    if !wants(Content::Npu) {
+        return f();
+    }
+    let start = now();
+    let out = f()?;
+    let bytes = out.elem_count() * out.dtype().size_in_bytes();
+    kernel(kernel_name, start, now(), flops, bytes as u64);
+    Ok(out)
+}
+
+fn shapes_of(inputs: &[&Tensor]) -> NameId {
+    let dims: Vec<&[usize]> = inputs.iter().map(|t| t.dims()).collect();
+    intern_shapes(&dims)
+}
+
+fn dtypes_of(inputs: &[&Tensor]) -> NameId {
+    let names: Vec<&str> = inputs.iter().map(|t| dtype_name(t.dtype())).collect();
+    intern(&names.join(";"))
+}
+
+/// PyTorch's spelling of a dtype (what trace readers expect in `Input type`).
+pub fn dtype_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float",
+        DType::F16 => "c10::Half",
+        DType::BF16 => "c10::BFloat16",
+        DType::F64 => "double",
+        DType::U32 => "unsigned int",
+        DType::I64 => "long int",
+        DType::U8 => "unsigned char",
+        _ => "unknown",
+    }
+}
+
+/// Declares a traced op: `t!(name, module, [inputs], flops, expr)`.
+#[macro_export]
+macro_rules! t {
+    ($name:literal, $module:expr, [$($inp:expr),*], $flops:expr, $body:expr) => {
+        $crate::model::ops::traced(
+            rlprof_profiler::name!($name),
+            rlprof_profiler::name!(concat!("cpu_", $name, "_f32")),
+            $module,
+            &[$($inp),*],
+            $flops,
+            || $body,
+        )
+    };
+}
