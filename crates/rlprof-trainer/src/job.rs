@@ -246,6 +246,9 @@ fn sft_warmup<C: Communicator>(
         }
         let loss = eng.sft_step(&rows, global, 0)?;
         if rank == 0 {
+            if step % 20 == 0 || step == total {
+                tracing::info!("warm-up step {step}/{total}: loss {loss:.4}");
+            }
             report(Event::Warmup(step, total, loss));
         }
     }
