@@ -256,7 +256,10 @@ impl Profile {
 
     /// The string at an index (empty for [`NONE`] or out of range).
     pub fn str(&self, i: u32) -> &str {
-        self.strings.get(i as usize).map(String::as_str).unwrap_or("")
+        self.strings
+            .get(i as usize)
+            .map(String::as_str)
+            .unwrap_or("")
     }
 
     /// Adds a detail and returns its index.

@@ -281,7 +281,12 @@ fn finish(p: &mut Profile, st: State) {
     }
     let max_thread = st.threads.keys().copied().max().unwrap_or(0);
     p.threads = (0..=max_thread)
-        .map(|t| st.threads.get(&t).cloned().unwrap_or_else(|| format!("thread {t}")))
+        .map(|t| {
+            st.threads
+                .get(&t)
+                .cloned()
+                .unwrap_or_else(|| format!("thread {t}"))
+        })
         .collect();
     p.sort();
 }
