@@ -21,6 +21,7 @@ pub mod model;
 pub mod raw_input;
 pub mod summary;
 mod text;
+pub use html::{render_html, HtmlOptions};
 
 pub use chrome::Limits;
 pub use discover::load;
