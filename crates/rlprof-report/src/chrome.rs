@@ -281,6 +281,9 @@ struct RawEvent {
     args: Option<serde_json::Value>,
 }
 
+/// A `B` event waiting for its `E`: start, name, args, category.
+type OpenBegin = (i64, u32, Option<serde_json::Value>, Option<String>);
+
 /// Converts events into the profile as they stream by.
 struct Sink<'a> {
     p: &'a mut Profile,
@@ -291,7 +294,7 @@ struct Sink<'a> {
     thread_pid: Vec<String>,
     process_names: HashMap<String, String>,
     thread_names: HashMap<(String, String), String>,
-    open: HashMap<u32, Vec<(i64, u32, Option<serde_json::Value>, Option<String>)>>,
+    open: HashMap<u32, Vec<OpenBegin>>,
     mem_thread: Vec<u32>,
     base_ns: Option<u64>,
     dist_rank: Option<u32>,

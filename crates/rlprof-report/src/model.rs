@@ -280,8 +280,7 @@ impl Profile {
 
     /// Sorts events by (track, start, longer first) — the order every consumer relies on.
     pub fn sort(&mut self) {
-        self.events
-            .sort_by(|a, b| (a.track, a.start, -a.dur).cmp(&(b.track, b.start, -b.dur)));
+        self.events.sort_by_key(|e| (e.track, e.start, -e.dur));
         self.memory.sort_by_key(|m| m.t);
     }
 
