@@ -252,10 +252,37 @@ pub fn analyse(path: &Path, jobs: usize) -> Result<ExitCode> {
 }
 
 /// `rlprof report`.
-pub fn report(path: &Path) -> Result<ExitCode> {
-    let _ = path;
-    eprintln!("rlprof report: not implemented yet (issue: interactive report)");
-    Ok(ExitCode::FAILURE)
+pub fn report(
+    path: &Path,
+    output: Option<&Path>,
+    format: &str,
+    compare: Option<&Path>,
+) -> Result<ExitCode> {
+    let limits = rlprof_report::Limits::default();
+    let loaded = rlprof_report::load(path, &limits)?;
+    for s in &loaded.skipped {
+        eprintln!("skipped {}: {}", s.path.display(), s.reason);
+    }
+    let mut report = rlprof_report::summarise(&loaded);
+    if let Some(b) = compare {
+        let other = rlprof_report::summarise(&rlprof_report::load(b, &limits)?);
+        let label = |p: &Path| p.display().to_string();
+        report = rlprof_report::compare(report, &other, &label(path), &label(b));
+    }
+    let text = match format {
+        "json" => rlprof_report::render_json(&report)?,
+        "text" => rlprof_report::render_text(&report),
+        _ => rlprof_report::render_html(&report, &loaded.profiles, &Default::default())?,
+    };
+    let default_html = Path::new("report.html");
+    match output.or((format == "html").then_some(default_html)) {
+        Some(out) => {
+            std::fs::write(out, text)?;
+            eprintln!("report written to {}", out.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Parses one collection (automatic analysis). Until the exporters land, the raw data is kept

@@ -41,10 +41,19 @@ enum Command {
         #[arg(long, short, default_value_t = 2)]
         jobs: usize,
     },
-    /// Interactive report of collections.
+    /// Report of collections (or of PyTorch traces / Ascend profiler directories).
     Report {
-        /// A save_path, step directory or collection.
+        /// A save_path, step directory, collection, `*.pt.trace.json[.gz]` or `*_ascend_pt` dir.
         path: PathBuf,
+        /// Output file (default: report.html for html, standard output otherwise).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// html (single self-contained file), text or json.
+        #[arg(long, default_value = "html", value_parser = ["html", "text", "json"])]
+        format: String,
+        /// A second path to diff against (two steps or two runs).
+        #[arg(long)]
+        compare: Option<PathBuf>,
     },
 }
 
@@ -80,7 +89,12 @@ fn main() -> std::process::ExitCode {
                 },
         } => commands::config_check(config, overrides, json),
         Command::Analyse { path, jobs } => commands::analyse(&path, jobs),
-        Command::Report { path } => commands::report(&path),
+        Command::Report {
+            path,
+            output,
+            format,
+            compare,
+        } => commands::report(&path, output.as_deref(), &format, compare.as_deref()),
     };
     match result {
         Ok(code) => code,

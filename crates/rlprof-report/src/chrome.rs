@@ -1,0 +1,701 @@
+//! Foreign Chrome-trace JSON: PyTorch profiler traces (`*.pt.trace.json[.gz]`, an object with
+//! `traceEvents`) and Ascend's `trace_view.json` (a bare array of events).
+//!
+//! The file is streamed: events are deserialised one at a time and converted straight into the
+//! [`Profile`], so memory grows with the events kept, never with the JSON text. Invalid UTF-8 is
+//! replaced by U+FFFD before parsing, so hostile bytes in names load as inert text.
+//!
+//! Documented limits ([`Limits`]): at most 1 GiB of (uncompressed) JSON text, at most 20 million
+//! events, at most 128 levels of JSON nesting (serde_json's recursion limit, which keeps the
+//! stack bounded), and each event's extra arguments are kept up to 4 KiB of text. Past a limit
+//! the file is skipped with an error that names the limit.
+
+use crate::error::ReportError;
+use crate::model::{Detail, Event, MemEvent, Profile, SourceFormat, Track, NONE};
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+/// Size limits for foreign inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest JSON text accepted, in bytes after decompression.
+    pub max_bytes: u64,
+    /// Most events accepted per file.
+    pub max_events: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_bytes: 1 << 30,
+            max_events: 20_000_000,
+        }
+    }
+}
+
+/// serde_json's nesting limit (documented here because the error names it).
+pub const MAX_DEPTH: u64 = 128;
+/// Longest argument text kept per event.
+pub const MAX_ARGS_TEXT: usize = 4096;
+
+/// Role-call names as annotated by the reference system.
+pub const ROLE_CALLS: [&str; 7] = [
+    "generate_sequences",
+    "compute_log_prob",
+    "compute_ref_log_prob",
+    "update_actor",
+    "compute_values",
+    "update_critic",
+    "compute_rm_score",
+];
+/// Trainer phase names.
+pub const PHASES: [&str; 10] = [
+    "step",
+    "gen",
+    "reward",
+    "old_log_prob",
+    "ref",
+    "adv",
+    "update_actor",
+    "update_weights",
+    "testing",
+    "save_checkpoint",
+];
+
+/// Loads a PyTorch Chrome trace file (`.json` or `.json.gz`).
+pub fn load_trace(path: &Path, group: &str, limits: &Limits) -> Result<Profile, ReportError> {
+    let mut p = Profile::new(
+        path.to_path_buf(),
+        SourceFormat::TorchTrace,
+        0,
+        group.to_string(),
+    );
+    let rank = rank_from_file_name(path);
+    read_into(path, &mut p, limits)?;
+    if p.rank == 0 {
+        if let Some(r) = rank {
+            p.rank = r;
+        }
+    }
+    Ok(p)
+}
+
+/// Streams the events of a Chrome-trace file into `p`.
+pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), ReportError> {
+    let file = std::fs::File::open(path).map_err(crate::error::io(path))?;
+    let gz = path.extension().is_some_and(|e| e == "gz");
+    if !gz {
+        let len = file.metadata().map_err(crate::error::io(path))?.len();
+        if len > limits.max_bytes {
+            return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
+        }
+    }
+    let input: Box<dyn Read> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file)))
+    } else {
+        Box::new(file)
+    };
+    read_stream(input, path, p, limits)
+}
+
+/// Streams events from any reader (uncompressed JSON) into `p`.
+pub fn read_stream(
+    input: impl Read,
+    path: &Path,
+    p: &mut Profile,
+    limits: &Limits,
+) -> Result<(), ReportError> {
+    let counted = Capped {
+        inner: input,
+        left: limits.max_bytes,
+        hit: false,
+    };
+    let mut lossy = BufReader::with_capacity(1 << 16, Utf8Lossy::new(counted));
+    let mut sink = Sink::new(p, limits.max_events);
+    let mut de = serde_json::Deserializer::from_reader(&mut lossy);
+    let res = TopSeed { sink: &mut sink }
+        .deserialize(&mut de)
+        .and_then(|()| de.end());
+    drop(de);
+    let capped_hit = lossy.get_ref().inner.hit;
+    let limit_hit = sink.limit_hit;
+    sink.finish();
+    if capped_hit {
+        return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
+    }
+    if limit_hit {
+        return Err(limit(path, "events", limits.max_events));
+    }
+    match res {
+        Ok(()) => Ok(()),
+        Err(e) if e.to_string().contains("recursion limit") => {
+            Err(limit(path, "JSON nesting depth", MAX_DEPTH))
+        }
+        Err(e) => Err(ReportError::Malformed {
+            path: path.to_path_buf(),
+            message: format!("not a Chrome trace: {e}"),
+        }),
+    }
+}
+
+fn limit(path: &Path, what: &'static str, limit: u64) -> ReportError {
+    ReportError::Limit {
+        path: path.to_path_buf(),
+        what,
+        limit,
+    }
+}
+
+/// `..._rank3.pt.trace.json` / `rank_3` -> 3.
+fn rank_from_file_name(path: &Path) -> Option<u32> {
+    let name = path.file_name()?.to_str()?;
+    let i = name.find("rank")? + 4;
+    let digits: String = name[i..]
+        .trim_start_matches(['_', '-'])
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.parse().ok()
+}
+
+/// A reader that fails once more than `left` bytes were read.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+    hit: bool,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n as u64 > self.left {
+            self.hit = true;
+            return Err(std::io::Error::other("input size limit reached"));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Replaces invalid UTF-8 sequences by U+FFFD, streaming.
+struct Utf8Lossy<R> {
+    inner: R,
+    raw: Vec<u8>,
+    out: Vec<u8>,
+    pos: usize,
+    eof: bool,
+}
+
+impl<R: Read> Utf8Lossy<R> {
+    fn new(inner: R) -> Self {
+        Utf8Lossy {
+            inner,
+            raw: Vec::with_capacity(1 << 16),
+            out: Vec::with_capacity(1 << 16),
+            pos: 0,
+            eof: false,
+        }
+    }
+
+    /// Converts as much of `raw` as is decidable into `out`.
+    fn convert(&mut self) {
+        self.out.clear();
+        self.pos = 0;
+        let mut rest: &[u8] = &self.raw;
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    self.out.extend_from_slice(s.as_bytes());
+                    rest = &[];
+                    break;
+                }
+                Err(e) => {
+                    let (ok, bad) = rest.split_at(e.valid_up_to());
+                    self.out.extend_from_slice(ok);
+                    match e.error_len() {
+                        Some(n) => {
+                            self.out.extend_from_slice("\u{FFFD}".as_bytes());
+                            rest = &bad[n..];
+                        }
+                        None if self.eof => {
+                            self.out.extend_from_slice("\u{FFFD}".as_bytes());
+                            rest = &[];
+                            break;
+                        }
+                        None => {
+                            rest = bad;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let keep = rest.len();
+        let start = self.raw.len() - keep;
+        self.raw.drain(..start);
+    }
+}
+
+impl<R: Read> Read for Utf8Lossy<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.pos >= self.out.len() {
+            if self.eof && self.raw.is_empty() {
+                return Ok(0);
+            }
+            let mut tmp = [0u8; 1 << 15];
+            let n = self.inner.read(&mut tmp)?;
+            if n == 0 {
+                self.eof = true;
+            }
+            self.raw.extend_from_slice(&tmp[..n]);
+            self.convert();
+        }
+        let n = buf.len().min(self.out.len() - self.pos);
+        buf[..n].copy_from_slice(&self.out[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// One trace event as found in the file (unused fields are skipped unparsed).
+#[derive(Deserialize)]
+struct RawEvent {
+    #[serde(default)]
+    ph: Option<String>,
+    #[serde(default)]
+    name: Option<serde_json::Value>,
+    #[serde(default)]
+    cat: Option<String>,
+    #[serde(default)]
+    pid: Option<serde_json::Value>,
+    #[serde(default)]
+    tid: Option<serde_json::Value>,
+    #[serde(default)]
+    ts: Option<serde_json::Value>,
+    #[serde(default)]
+    dur: Option<serde_json::Value>,
+    #[serde(default)]
+    args: Option<serde_json::Value>,
+}
+
+/// A `B` event waiting for its `E`: start, name, args, category.
+type OpenBegin = (i64, u32, Option<serde_json::Value>, Option<String>);
+
+/// Converts events into the profile as they stream by.
+struct Sink<'a> {
+    p: &'a mut Profile,
+    max_events: u64,
+    events: u64,
+    limit_hit: bool,
+    threads: HashMap<(String, String), u32>,
+    thread_pid: Vec<String>,
+    process_names: HashMap<String, String>,
+    thread_names: HashMap<(String, String), String>,
+    open: HashMap<u32, Vec<OpenBegin>>,
+    mem_thread: Vec<u32>,
+    base_ns: Option<u64>,
+    dist_rank: Option<u32>,
+}
+
+impl<'a> Sink<'a> {
+    fn new(p: &'a mut Profile, max_events: u64) -> Sink<'a> {
+        Sink {
+            p,
+            max_events,
+            events: 0,
+            limit_hit: false,
+            threads: HashMap::new(),
+            thread_pid: Vec::new(),
+            process_names: HashMap::new(),
+            thread_names: HashMap::new(),
+            open: HashMap::new(),
+            mem_thread: Vec::new(),
+            base_ns: None,
+            dist_rank: None,
+        }
+    }
+
+    fn thread(&mut self, pid: &Option<serde_json::Value>, tid: &Option<serde_json::Value>) -> u32 {
+        let key = (id_text(pid), id_text(tid));
+        if let Some(&t) = self.threads.get(&key) {
+            return t;
+        }
+        let t = self.thread_pid.len() as u32;
+        self.thread_pid.push(key.0.clone());
+        self.threads.insert(key, t);
+        t
+    }
+
+    /// Takes one event; returns false when the event limit is reached.
+    fn push(&mut self, ev: RawEvent) -> bool {
+        self.events += 1;
+        if self.events > self.max_events {
+            self.limit_hit = true;
+            return false;
+        }
+        let name = ev.name.as_ref().map(value_text).unwrap_or_default();
+        let ph = ev.ph.as_deref().unwrap_or("");
+        match ph {
+            "X" => {
+                let t = self.thread(&ev.pid, &ev.tid);
+                let start = us_to_ns(ev.ts.as_ref());
+                let dur = us_to_ns(ev.dur.as_ref()).max(0);
+                self.add_event(t, &name, ev.cat.as_deref(), start, dur, ev.args);
+            }
+            "B" => {
+                let t = self.thread(&ev.pid, &ev.tid);
+                let start = us_to_ns(ev.ts.as_ref());
+                let n = self.p.intern(&name);
+                self.open
+                    .entry(t)
+                    .or_default()
+                    .push((start, n, ev.args, ev.cat));
+            }
+            "E" => {
+                let t = self.thread(&ev.pid, &ev.tid);
+                let end = us_to_ns(ev.ts.as_ref());
+                if let Some((start, n, args, cat)) = self.open.get_mut(&t).and_then(|v| v.pop()) {
+                    let name = self.p.str(n).to_string();
+                    self.add_event(t, &name, cat.as_deref(), start, (end - start).max(0), args);
+                }
+            }
+            "i" | "I" if name == "[memory]" => self.add_memory(&ev),
+            "M" => self.add_meta(&ev, &name),
+            _ => {}
+        }
+        true
+    }
+
+    fn add_event(
+        &mut self,
+        thread: u32,
+        name: &str,
+        cat: Option<&str>,
+        start: i64,
+        dur: i64,
+        args: Option<serde_json::Value>,
+    ) {
+        let track = classify(cat, name);
+        if track == Track::Step {
+            if let Some(n) = name
+                .strip_prefix("ProfilerStep#")
+                .and_then(|s| s.parse().ok())
+            {
+                if !self.p.steps.contains(&n) {
+                    self.p.steps.push(n);
+                }
+            }
+        }
+        let detail = args
+            .map(|a| detail_of(track, a))
+            .filter(|d| *d != Detail::default())
+            .map(|d| self.p.add_detail(d))
+            .unwrap_or(NONE);
+        let name = self.p.intern(name);
+        self.p.events.push(Event {
+            start,
+            dur,
+            name,
+            detail,
+            thread,
+            depth: 0,
+            track,
+        });
+    }
+
+    fn add_memory(&mut self, ev: &RawEvent) {
+        let Some(args) = ev.args.as_ref() else { return };
+        let num = |k: &str| args.get(k).and_then(value_i64);
+        let t = self.thread(&ev.pid, &ev.tid);
+        self.mem_thread.push(t);
+        self.p.memory.push(MemEvent {
+            t: us_to_ns(ev.ts.as_ref()),
+            delta: num("Bytes").unwrap_or(0),
+            addr: num("Addr").unwrap_or(0) as u64,
+            op: NONE,
+            total: num("Total Allocated"),
+        });
+    }
+
+    fn add_meta(&mut self, ev: &RawEvent, name: &str) {
+        let label = ev
+            .args
+            .as_ref()
+            .and_then(|a| a.get("name").or_else(|| a.get("labels")))
+            .map(value_text);
+        let Some(label) = label else { return };
+        match name {
+            "process_name" | "process_labels" => {
+                self.process_names.insert(id_text(&ev.pid), label);
+            }
+            "thread_name" => {
+                self.thread_names
+                    .insert((id_text(&ev.pid), id_text(&ev.tid)), label);
+            }
+            _ => {}
+        }
+    }
+
+    /// Applies what is known only at the end: process names (Ascend's device processes),
+    /// thread names, memory attribution, the rank and the time base.
+    fn finish(self) {
+        let Sink {
+            p,
+            threads,
+            thread_pid,
+            process_names,
+            thread_names,
+            mem_thread,
+            base_ns,
+            dist_rank,
+            ..
+        } = self;
+        let proc_of = |t: u32| {
+            process_names
+                .get(&thread_pid[t as usize])
+                .map(String::as_str)
+                .unwrap_or("")
+        };
+        p.events.retain(|e| proc_of(e.thread) != "Overlap Analysis");
+        for e in p.events.iter_mut() {
+            if e.track == Track::User {
+                match proc_of(e.thread) {
+                    "Ascend Hardware" => e.track = Track::Kernel,
+                    "Communication" => e.track = Track::Comm,
+                    _ => {}
+                }
+            }
+        }
+        let mut names = vec![String::new(); thread_pid.len()];
+        for ((pid, tid), t) in &threads {
+            let proc_name = process_names
+                .get(pid)
+                .cloned()
+                .unwrap_or(format!("pid {pid}"));
+            let th = thread_names
+                .get(&(pid.clone(), tid.clone()))
+                .cloned()
+                .unwrap_or(format!("tid {tid}"));
+            names[*t as usize] = format!("{proc_name} / {th}");
+        }
+        p.threads = names;
+        p.origin_ns = base_ns.unwrap_or(0);
+        if let Some(r) = dist_rank {
+            p.rank = r;
+        }
+        p.steps.sort_unstable();
+        attribute_memory(p, &mem_thread);
+        p.sort();
+    }
+}
+
+/// Sets each memory event's op to the innermost host op open on its thread at that time.
+fn attribute_memory(p: &mut Profile, mem_thread: &[u32]) {
+    let mut ops: HashMap<u32, Vec<(i64, i64, u32)>> = HashMap::new();
+    for e in p.events.iter().filter(|e| e.track == Track::Op) {
+        ops.entry(e.thread)
+            .or_default()
+            .push((e.start, e.end(), e.name));
+    }
+    for v in ops.values_mut() {
+        v.sort_unstable();
+    }
+    for (m, t) in p.memory.iter_mut().zip(mem_thread) {
+        let Some(v) = ops.get(t) else { continue };
+        let i = v.partition_point(|o| o.0 <= m.t);
+        m.op = v[..i]
+            .iter()
+            .rev()
+            .take(256)
+            .find(|o| o.1 >= m.t)
+            .map(|o| o.2)
+            .unwrap_or(NONE);
+    }
+}
+
+/// Track of an event from its category and name.
+pub fn classify(cat: Option<&str>, name: &str) -> Track {
+    match cat.unwrap_or("") {
+        "cpu_op" | "operator" => Track::Op,
+        "user_annotation" => {
+            if name.starts_with("ProfilerStep#") {
+                Track::Step
+            } else if ROLE_CALLS.contains(&name) {
+                Track::RoleCall
+            } else if PHASES.contains(&name) {
+                Track::Phase
+            } else {
+                Track::User
+            }
+        }
+        "cuda_runtime" | "cuda_driver" => Track::Api,
+        "kernel" | "gpu_memcpy" | "gpu_memset" => {
+            if is_comm_name(name) {
+                Track::Comm
+            } else {
+                Track::Kernel
+            }
+        }
+        "python_function" => Track::Span,
+        _ => Track::User,
+    }
+}
+
+/// NCCL/HCCL collectives by name.
+fn is_comm_name(name: &str) -> bool {
+    let l = name.to_ascii_lowercase();
+    l.starts_with("nccl") || l.starts_with("hcom") || l.contains("allreduce")
+}
+
+fn detail_of(track: Track, args: serde_json::Value) -> Detail {
+    let serde_json::Value::Object(mut m) = args else {
+        return Detail {
+            args: Some(clip(value_text(&args))),
+            ..Detail::default()
+        };
+    };
+    let mut take = |k: &str| m.remove(k).map(|v| clip(value_text(&v)));
+    let mut d = Detail {
+        shapes: take("Input Dims"),
+        dtypes: take("Input type"),
+        stack: take("Call stack"),
+        module: take("Module Hierarchy"),
+        ..Detail::default()
+    };
+    if track == Track::Comm {
+        let n = m.get("In msg nelems").and_then(value_i64);
+        let size = m.get("dtype").map(value_text).and_then(|t| dtype_size(&t));
+        d.bytes = n.zip(size).map(|(n, s)| n.max(0) as u64 * s);
+        d.group = m.get("Process Group Name").map(value_text);
+    }
+    if !m.is_empty() {
+        d.args = Some(clip(serde_json::Value::Object(m).to_string()));
+    }
+    d
+}
+
+fn dtype_size(t: &str) -> Option<u64> {
+    Some(match t {
+        "Float" | "Int" | "float32" | "int32" => 4,
+        "Half" | "BFloat16" | "Short" | "float16" | "bfloat16" => 2,
+        "Double" | "Long" | "float64" | "int64" => 8,
+        "Byte" | "Char" | "Bool" | "uint8" | "int8" => 1,
+        _ => return None,
+    })
+}
+
+fn clip(mut s: String) -> String {
+    if s.len() > MAX_ARGS_TEXT {
+        let mut cut = MAX_ARGS_TEXT;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("… (truncated)");
+    }
+    s
+}
+
+fn value_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn id_text(v: &Option<serde_json::Value>) -> String {
+    v.as_ref().map(value_text).unwrap_or_default()
+}
+
+fn value_i64(v: &serde_json::Value) -> Option<i64> {
+    v.as_i64()
+        .or_else(|| v.as_f64().map(|f| f as i64))
+        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
+/// Microseconds (number or numeric string) to nanoseconds.
+fn us_to_ns(v: Option<&serde_json::Value>) -> i64 {
+    let us = match v {
+        Some(serde_json::Value::Number(n)) => n.as_f64().unwrap_or(0.0),
+        Some(serde_json::Value::String(s)) => s.trim().parse().unwrap_or(0.0),
+        _ => 0.0,
+    };
+    (us * 1000.0).round() as i64
+}
+
+struct TopSeed<'s, 'a> {
+    sink: &'s mut Sink<'a>,
+}
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed<'_, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a Chrome trace object with traceEvents, or an array of events")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut saw_events = false;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "traceEvents" => {
+                    saw_events = true;
+                    map.next_value_seed(EventsSeed {
+                        sink: &mut *self.sink,
+                    })?
+                }
+                "baseTimeNanoseconds" => {
+                    self.sink.base_ns = map.next_value::<Option<u64>>()?;
+                }
+                "distributedInfo" => {
+                    let v: serde_json::Value = map.next_value()?;
+                    self.sink.dist_rank = v.get("rank").and_then(|r| r.as_u64()).map(|r| r as u32);
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if !saw_events {
+            return Err(serde::de::Error::custom("no traceEvents array"));
+        }
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        EventsSeed { sink: self.sink }.visit_seq(seq)
+    }
+}
+
+struct EventsSeed<'s, 'a> {
+    sink: &'s mut Sink<'a>,
+}
+
+impl<'de> DeserializeSeed<'de> for EventsSeed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EventsSeed<'_, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an array of trace events")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(ev) = seq.next_element::<RawEvent>()? {
+            if !self.sink.push(ev) {
+                return Err(serde::de::Error::custom("event limit reached"));
+            }
+        }
+        Ok(())
+    }
+}

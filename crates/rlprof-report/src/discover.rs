@@ -1,0 +1,172 @@
+//! Finding inputs under a path: a `save_path`, a step directory, one collection, one raw file,
+//! a PyTorch trace file or a directory of them, or an Ascend `*_ascend_pt` directory.
+//!
+//! A collection directory (one holding `rlprof_raw/`) is read from its raw files only; files the
+//! exporters wrote beside them are not read again. Files that look like inputs but cannot be read
+//! are listed in [`Loaded::skipped`] with the reason; the rest is loaded.
+
+use crate::error::ReportError;
+use crate::model::{Loaded, Skipped};
+use crate::Limits;
+use std::path::{Path, PathBuf};
+
+/// Deepest directory level searched below the given path.
+pub const MAX_WALK_DEPTH: usize = 12;
+
+/// Loads everything under `path`. Fails only when nothing at all could be loaded.
+pub fn load(path: &Path, limits: &Limits) -> Result<Loaded, ReportError> {
+    let mut out = Loaded::default();
+    let meta = std::fs::metadata(path).map_err(crate::error::io(path))?;
+    if meta.is_file() {
+        load_file(path, &group_of_file(path), limits, &mut out, true);
+    } else {
+        walk(path, path, 0, limits, &mut out)?;
+    }
+    out.profiles
+        .sort_by(|a, b| (&a.group, a.rank, &a.source).cmp(&(&b.group, b.rank, &b.source)));
+    if out.profiles.is_empty() {
+        let detail = out
+            .skipped
+            .iter()
+            .map(|s| format!("\n  skipped {}: {}", s.path.display(), s.reason))
+            .collect::<String>();
+        return Err(ReportError::NothingFound {
+            path: path.to_path_buf(),
+            detail,
+        });
+    }
+    Ok(out)
+}
+
+fn walk(
+    root: &Path,
+    dir: &Path,
+    depth: usize,
+    limits: &Limits,
+    out: &mut Loaded,
+) -> Result<(), ReportError> {
+    let raw = dir.join("rlprof_raw");
+    if raw.is_dir() {
+        load_collection(root, dir, &raw, out);
+        return Ok(());
+    }
+    if dir
+        .file_name()
+        .is_some_and(|n| n == "ASCEND_PROFILER_OUTPUT")
+    {
+        let group = group_of_dir(root, dir.parent().unwrap_or(dir));
+        match crate::ascend::load_ascend(dir, &group, limits) {
+            Ok(p) => out.profiles.push(p),
+            Err(e) => skip(out, dir, e.to_string()),
+        }
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd.flatten().map(|e| e.path()).collect(),
+        Err(e) if depth == 0 => return Err(crate::error::io(dir)(e)),
+        Err(e) => {
+            skip(out, dir, e.to_string());
+            return Ok(());
+        }
+    };
+    entries.sort();
+    for p in entries {
+        let is_link = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
+        if p.is_dir() && !is_link {
+            if depth < MAX_WALK_DEPTH {
+                walk(root, &p, depth + 1, limits, out)?;
+            }
+        } else if p.is_file() {
+            load_file(&p, &group_of_dir(root, dir), limits, out, false);
+        }
+    }
+    Ok(())
+}
+
+/// A collection: every `rank_*.rlraw` of its `rlprof_raw/`.
+fn load_collection(root: &Path, dir: &Path, raw: &Path, out: &mut Loaded) {
+    let group = collection_group(root, dir);
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(raw) {
+        Ok(rd) => rd.flatten().map(|e| e.path()).collect(),
+        Err(e) => return skip(out, raw, e.to_string()),
+    };
+    files.sort();
+    for f in files {
+        if f.extension().is_some_and(|e| e == "rlraw") {
+            match crate::raw_input::load_raw(&f, &group) {
+                Ok(p) => out.profiles.push(p),
+                Err(e) => skip(out, &f, e.to_string()),
+            }
+        }
+    }
+}
+
+/// `step1/e2e` for `{save}/step1/e2e/{host}_{pid}_{ts}_ascend_pt`; otherwise the directory name.
+fn collection_group(root: &Path, dir: &Path) -> String {
+    let role = dir.parent();
+    let step = role.and_then(Path::parent);
+    match (step, role) {
+        (Some(s), Some(r))
+            if s.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("step")) =>
+        {
+            format!("{}/{}", name(s), name(r))
+        }
+        _ => group_of_dir(root, dir),
+    }
+}
+
+fn name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+fn group_of_dir(root: &Path, dir: &Path) -> String {
+    match dir.strip_prefix(root) {
+        Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
+        _ => name(dir),
+    }
+}
+
+fn group_of_file(path: &Path) -> String {
+    path.parent().map(name).unwrap_or_default()
+}
+
+/// Whether a file name is a PyTorch profiler trace.
+pub fn is_torch_trace(name: &str) -> bool {
+    name.ends_with(".pt.trace.json") || name.ends_with(".pt.trace.json.gz")
+}
+
+fn load_file(path: &Path, group: &str, limits: &Limits, out: &mut Loaded, explicit: bool) {
+    let fname = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let res = if fname.ends_with(".rlraw") {
+        crate::raw_input::load_raw(path, group)
+    } else if is_torch_trace(&fname)
+        || (explicit && (fname.ends_with(".json") || fname.ends_with(".json.gz")))
+    {
+        crate::chrome::load_trace(path, group, limits)
+    } else if explicit {
+        Err(ReportError::Malformed {
+            path: path.to_path_buf(),
+            message: "unknown file type (expected *.rlraw or *.pt.trace.json[.gz])".into(),
+        })
+    } else {
+        return;
+    };
+    match res {
+        Ok(p) => out.profiles.push(p),
+        Err(e) => skip(out, path, e.to_string()),
+    }
+}
+
+fn skip(out: &mut Loaded, path: &Path, reason: String) {
+    out.skipped.push(Skipped {
+        path: path.to_path_buf(),
+        reason,
+    });
+}

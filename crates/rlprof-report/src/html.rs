@@ -1,0 +1,292 @@
+//! The single-file HTML report: the [`Report`] numbers plus a decimated timeline, embedded as JSON
+//! in a `<script type="application/json">` block (every `<`, `>` and `&` escaped, so no input text
+//! can close the block) and shown by vanilla JavaScript that inserts all text with `textContent`.
+//! Nothing is fetched: the CSS and JS are compiled into the binary.
+//!
+//! Decimation: structural events (steps, phases, role calls, iterations) are always kept; of the
+//! content events (ops, kernels, collectives, ...) at most [`HtmlOptions::max_events`] are kept
+//! over the whole report, the longest first, and every lane that lost events also carries a
+//! busy-time histogram of all its events, drawn beneath the kept ones, so dense regions stay
+//! visible at every zoom. The browser merges sub-pixel events per pixel column when drawing.
+
+use crate::model::{Detail, Event, Profile, Track, NONE};
+use crate::summary::Report;
+use crate::ReportError;
+use serde::Serialize;
+use std::collections::HashMap;
+
+const CSS: &str = include_str!("../assets/report.css");
+const JS: &str = include_str!("../assets/report.js");
+
+/// Bins in a lane's busy-time histogram.
+pub const HISTOGRAM_BINS: usize = 2000;
+/// Deepest nesting level drawn as its own lane (deeper events share the last lane).
+pub const MAX_LANE_DEPTH: usize = 8;
+
+/// HTML options.
+#[derive(Debug, Clone, Copy)]
+pub struct HtmlOptions {
+    /// Most content events kept in the timeline, over all profiles.
+    pub max_events: usize,
+}
+
+impl Default for HtmlOptions {
+    fn default() -> Self {
+        HtmlOptions {
+            max_events: 400_000,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Lane {
+    track: Track,
+    thread: String,
+    depth: usize,
+    /// Events in the lane before decimation.
+    total: usize,
+    /// Busy ns per histogram bin (empty when nothing was dropped).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    busy: Vec<u64>,
+}
+
+#[derive(Serialize)]
+struct TimelineProfile {
+    index: usize,
+    label: String,
+    rank: u32,
+    group: String,
+    /// Offset of this profile's times on the group's common axis (ns).
+    offset_ns: i64,
+    /// Extent on the profile's own axis.
+    start_ns: i64,
+    end_ns: i64,
+    events_total: usize,
+    events_shown: usize,
+    lanes: Vec<Lane>,
+    /// Events, grouped by lane, each lane sorted by start: lane, start (delta from the previous
+    /// event of the same lane), duration, name, detail (-1 none).
+    l: Vec<u32>,
+    s: Vec<i64>,
+    d: Vec<i64>,
+    n: Vec<u32>,
+    x: Vec<i64>,
+    strings: Vec<String>,
+    details: Vec<Detail>,
+}
+
+#[derive(Serialize)]
+struct Data<'a> {
+    report: &'a Report,
+    timeline: Vec<TimelineProfile>,
+}
+
+/// Renders the HTML report.
+pub fn render_html(
+    report: &Report,
+    profiles: &[Profile],
+    opts: &HtmlOptions,
+) -> Result<String, ReportError> {
+    let content: usize = profiles
+        .iter()
+        .map(|p| p.events.iter().filter(|e| e.track.is_content()).count())
+        .sum();
+    let offsets = group_offsets(profiles);
+    let timeline = profiles
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let share = if content <= opts.max_events {
+                usize::MAX
+            } else {
+                let mine = p.events.iter().filter(|e| e.track.is_content()).count();
+                (opts.max_events as f64 * mine as f64 / content as f64) as usize
+            };
+            timeline_of(i, p, share, offsets[i])
+        })
+        .collect();
+    let json = serde_json::to_string(&Data { report, timeline })?;
+    Ok(page(&escape_script_json(&json)))
+}
+
+/// Escapes JSON text for a `<script>` block: `<`, `>`, `&`, U+2028 and U+2029 as `\uXXXX`
+/// (only ever inside JSON strings, so the JSON value is unchanged).
+pub fn escape_script_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len() + json.len() / 50);
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn page(data: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+<title>rlprof report</title><style>{CSS}</style></head><body>\
+<header><h1>rlprof report</h1><nav id=\"nav\"></nav></header><main id=\"app\"><p id=\"loading\">loading…</p></main>\
+<script type=\"application/json\" id=\"rlprof-data\">{data}</script>\
+<script>{JS}</script></body></html>\n"
+    )
+}
+
+/// Per profile: its origin relative to the earliest origin of its group.
+fn group_offsets(profiles: &[Profile]) -> Vec<i64> {
+    let mut min: HashMap<&str, u64> = HashMap::new();
+    for p in profiles {
+        let m = min.entry(p.group.as_str()).or_insert(u64::MAX);
+        *m = (*m).min(p.origin_ns);
+    }
+    profiles
+        .iter()
+        .map(|p| (p.origin_ns - min[p.group.as_str()]) as i64)
+        .collect()
+}
+
+/// Lane of each event: (track, thread, nesting depth within that track and thread).
+fn lanes_of(p: &Profile) -> (Vec<(Track, u32, usize)>, Vec<u32>) {
+    let mut keys: Vec<(Track, u32, usize)> = Vec::new();
+    let mut index: HashMap<(Track, u32, usize), u32> = HashMap::new();
+    let mut lane = vec![0u32; p.events.len()];
+    let mut stacks: HashMap<(Track, u32), Vec<i64>> = HashMap::new();
+    for (i, e) in p.events.iter().enumerate() {
+        let thread = if e.track.is_structural() { 0 } else { e.thread };
+        let st = stacks.entry((e.track, thread)).or_default();
+        while st.last().is_some_and(|&end| end <= e.start) {
+            st.pop();
+        }
+        let depth = st.len().min(MAX_LANE_DEPTH - 1);
+        st.push(e.end());
+        let key = (e.track, thread, depth);
+        let id = *index.entry(key).or_insert_with(|| {
+            keys.push(key);
+            (keys.len() - 1) as u32
+        });
+        lane[i] = id;
+    }
+    (keys, lane)
+}
+
+fn timeline_of(index: usize, p: &Profile, budget: usize, offset: i64) -> TimelineProfile {
+    let (keys, lane) = lanes_of(p);
+    let content: Vec<usize> = (0..p.events.len())
+        .filter(|&i| p.events[i].track.is_content())
+        .collect();
+    let mut keep: Vec<bool> = p.events.iter().map(|e| e.track.is_structural()).collect();
+    if content.len() <= budget {
+        content.iter().for_each(|&i| keep[i] = true);
+    } else if budget > 0 {
+        let mut c = content.clone();
+        c.select_nth_unstable_by(budget - 1, |&a, &b| p.events[b].dur.cmp(&p.events[a].dur));
+        c[..budget].iter().for_each(|&i| keep[i] = true);
+    }
+    let (start, end) = p.extent();
+    let mut totals = vec![0usize; keys.len()];
+    let mut dropped = vec![false; keys.len()];
+    for (i, &l) in lane.iter().enumerate() {
+        totals[l as usize] += 1;
+        dropped[l as usize] |= !keep[i];
+    }
+    let bin_w = ((end - start) / HISTOGRAM_BINS as i64).max(1);
+    let mut busy: Vec<Vec<u64>> = dropped
+        .iter()
+        .map(|&d| if d { vec![0; HISTOGRAM_BINS] } else { vec![] })
+        .collect();
+    for (i, e) in p.events.iter().enumerate() {
+        let b = &mut busy[lane[i] as usize];
+        if !b.is_empty() {
+            add_busy(b, e, start, bin_w);
+        }
+    }
+    let mut order: Vec<usize> = (0..p.events.len()).filter(|&i| keep[i]).collect();
+    order.sort_by_key(|&i| (lane[i], p.events[i].start));
+    let mut t = TimelineProfile {
+        index,
+        label: p.label(),
+        rank: p.rank,
+        group: p.group.clone(),
+        offset_ns: offset,
+        start_ns: start,
+        end_ns: end,
+        events_total: p.events.len(),
+        events_shown: order.len(),
+        lanes: keys
+            .iter()
+            .zip(totals)
+            .zip(busy)
+            .map(|((&(track, thread, depth), total), busy)| Lane {
+                track,
+                thread: p.threads.get(thread as usize).cloned().unwrap_or_default(),
+                depth,
+                total,
+                busy,
+            })
+            .collect(),
+        l: Vec::with_capacity(order.len()),
+        s: Vec::with_capacity(order.len()),
+        d: Vec::with_capacity(order.len()),
+        n: Vec::with_capacity(order.len()),
+        x: Vec::with_capacity(order.len()),
+        strings: Vec::new(),
+        details: Vec::new(),
+    };
+    fill_events(&mut t, p, &order, &lane);
+    t
+}
+
+fn add_busy(b: &mut [u64], e: &Event, start: i64, w: i64) {
+    let (mut s, end) = (e.start - start, e.end() - start);
+    while s < end {
+        let bin = ((s / w) as usize).min(b.len() - 1);
+        let bin_end = if bin == b.len() - 1 {
+            end
+        } else {
+            (bin as i64 + 1) * w
+        };
+        let upto = end.min(bin_end);
+        b[bin] += (upto - s).max(0) as u64;
+        if upto <= s {
+            break;
+        }
+        s = upto;
+    }
+}
+
+fn fill_events(t: &mut TimelineProfile, p: &Profile, order: &[usize], lane: &[u32]) {
+    let mut names: HashMap<u32, u32> = HashMap::new();
+    let mut details: HashMap<String, i64> = HashMap::new();
+    let mut prev = (u32::MAX, 0i64);
+    for &i in order {
+        let e = &p.events[i];
+        let l = lane[i];
+        let base = if prev.0 == l { prev.1 } else { 0 };
+        prev = (l, e.start);
+        let n = *names.entry(e.name).or_insert_with(|| {
+            t.strings.push(p.str(e.name).to_string());
+            (t.strings.len() - 1) as u32
+        });
+        let x = match (e.detail != NONE).then(|| p.detail(e)).flatten() {
+            Some(d) => {
+                let key = serde_json::to_string(d).unwrap_or_default();
+                *details.entry(key).or_insert_with(|| {
+                    t.details.push(d.clone());
+                    (t.details.len() - 1) as i64
+                })
+            }
+            None => -1,
+        };
+        t.l.push(l);
+        t.s.push(e.start - base);
+        t.d.push(e.dur);
+        t.n.push(n);
+        t.x.push(x);
+    }
+}

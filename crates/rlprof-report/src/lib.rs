@@ -1,0 +1,35 @@
+//! rlprof-report: one view of where the time and memory of an RL post-training step go.
+//!
+//! Data flows one way: inputs ([`raw_input`] for our raw files, [`chrome`] for PyTorch Chrome
+//! traces, [`ascend`] for Ascend profiler output directories, found by [`discover`]) ->
+//! the [`model`] (profiles of timeline events and memory events) -> [`summary`] (the numbers:
+//! per-step breakdown, top ops, memory peak, communication, comparison) -> renderers
+//! ([`render_text`], [`render_json`], [`html`]).
+//!
+//! ```no_run
+//! let loaded = rlprof_report::load(std::path::Path::new("outputs/profile"), &Default::default()).unwrap();
+//! let report = rlprof_report::summary::summarise(&loaded);
+//! println!("{}", rlprof_report::render_text(&report));
+//! ```
+
+pub mod ascend;
+pub mod chrome;
+pub mod discover;
+pub mod error;
+pub mod html;
+pub mod model;
+pub mod raw_input;
+pub mod summary;
+mod text;
+pub use html::{render_html, HtmlOptions};
+
+pub use chrome::Limits;
+pub use discover::load;
+pub use error::ReportError;
+pub use summary::{compare, summarise, Report};
+pub use text::render_text;
+
+/// The report as pretty JSON (the same numbers as the text and HTML forms).
+pub fn render_json(report: &Report) -> Result<String, ReportError> {
+    Ok(serde_json::to_string_pretty(report)?)
+}

@@ -1,0 +1,323 @@
+//! The loaded data: one [`Profile`] per (collection, rank) or per foreign trace file, holding
+//! timeline events on named tracks, memory events and side tables. Every input format is
+//! converted into this model; all summaries ([`crate::summary`]) and views are computed from it.
+
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// Index meaning "no value" in string and detail references.
+pub const NONE: u32 = u32::MAX;
+
+/// Which timeline track an event belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Track {
+    /// A training step (`ProfilerStep#N`).
+    Step,
+    /// A trainer phase (`gen`, `reward`, ...).
+    Phase,
+    /// A role call (`generate_sequences`, ...).
+    RoleCall,
+    /// A recorded inner iteration (`decode_step`, `micro_batch`, ...).
+    Iteration,
+    /// A host framework op.
+    Op,
+    /// Engine API layer (dispatch, launch; `cuda_runtime` in PyTorch traces).
+    Api,
+    /// Runtime layer (allocator, synchronisation).
+    Runtime,
+    /// A user range or annotation.
+    User,
+    /// A `tracing` span or a Python function.
+    Span,
+    /// A device kernel (or memcpy/memset).
+    Kernel,
+    /// A communication op.
+    Comm,
+}
+
+impl Track {
+    /// Every track, in display order.
+    pub const ALL: [Track; 11] = [
+        Track::Step,
+        Track::Phase,
+        Track::RoleCall,
+        Track::Iteration,
+        Track::User,
+        Track::Span,
+        Track::Op,
+        Track::Api,
+        Track::Runtime,
+        Track::Kernel,
+        Track::Comm,
+    ];
+
+    /// Short lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Track::Step => "step",
+            Track::Phase => "phase",
+            Track::RoleCall => "role_call",
+            Track::Iteration => "iteration",
+            Track::Op => "op",
+            Track::Api => "api",
+            Track::Runtime => "runtime",
+            Track::User => "user",
+            Track::Span => "span",
+            Track::Kernel => "kernel",
+            Track::Comm => "comm",
+        }
+    }
+
+    /// Whether the track frames the timeline (few events, always shown in full).
+    pub fn is_structural(self) -> bool {
+        matches!(
+            self,
+            Track::Step | Track::Phase | Track::RoleCall | Track::Iteration
+        )
+    }
+
+    /// Whether events of this track appear in the top-ops table.
+    pub fn is_content(self) -> bool {
+        !self.is_structural()
+    }
+}
+
+/// One timeline event: an interval on a track. Times are nanoseconds relative to the
+/// profile's [`Profile::origin_ns`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Event {
+    /// Start (ns from the profile origin).
+    pub start: i64,
+    /// Duration (ns, >= 0).
+    pub dur: i64,
+    /// Name (index into [`Profile::strings`]).
+    pub name: u32,
+    /// Detail (index into [`Profile::details`]) or [`NONE`].
+    pub detail: u32,
+    /// Thread or stream the event ran on (per-profile numbering).
+    pub thread: u32,
+    /// Nesting depth as recorded (0 when unknown).
+    pub depth: u16,
+    /// The track.
+    pub track: Track,
+}
+
+impl Event {
+    /// End time.
+    pub fn end(&self) -> i64 {
+        self.start + self.dur
+    }
+}
+
+/// Extra fields of an event; every field may be absent (an absent value is unknown, not 0).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Detail {
+    /// Module hierarchy (`model.layers.0.mlp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// Input shapes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shapes: Option<String>,
+    /// Input dtypes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dtypes: Option<String>,
+    /// Call stack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<String>,
+    /// Bytes moved (kernels) or transferred (collectives).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// FLOPs (kernels).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flops: Option<u64>,
+    /// Time spent waiting for peers (collectives, ns).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_ns: Option<u64>,
+    /// Communication group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Peer rank (point-to-point).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<u32>,
+    /// Other arguments of a foreign event, as compact JSON text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<String>,
+}
+
+/// One allocation or free.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemEvent {
+    /// Time (ns from the profile origin).
+    pub t: i64,
+    /// Signed size: positive for an allocation, negative for a free.
+    pub delta: i64,
+    /// Address.
+    pub addr: u64,
+    /// The op it is attributed to (string index) or [`NONE`].
+    pub op: u32,
+    /// Total allocated bytes after the event as reported by the producer, when it reports it.
+    pub total: Option<i64>,
+}
+
+/// Where a profile came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceFormat {
+    /// An rlprof raw file.
+    RlprofRaw,
+    /// A PyTorch profiler Chrome trace.
+    TorchTrace,
+    /// An Ascend profiler output directory.
+    Ascend,
+}
+
+/// A foreign table shown as is (e.g. Ascend's `step_trace_time.csv`).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Table {
+    /// Title (the file name).
+    pub title: String,
+    /// Column names.
+    pub columns: Vec<String>,
+    /// Rows of cells (text as found).
+    pub rows: Vec<Vec<String>>,
+}
+
+/// One (collection, rank) or one foreign trace file.
+#[derive(Debug, Clone, Serialize)]
+pub struct Profile {
+    /// The file (raw file, trace file or ASCEND_PROFILER_OUTPUT directory).
+    pub source: PathBuf,
+    /// Its format.
+    pub format: SourceFormat,
+    /// Rank.
+    pub rank: u32,
+    /// Group label: `step1/e2e` for our collections, the parent directory for foreign files.
+    pub group: String,
+    /// Steps covered, when known.
+    pub steps: Vec<u64>,
+    /// Absolute origin of the profile's times (wall-clock ns; 0 when the producer gives none).
+    pub origin_ns: u64,
+    /// Interned strings.
+    #[serde(skip)]
+    pub strings: Vec<String>,
+    #[serde(skip)]
+    index: HashMap<String, u32>,
+    /// Events, any order.
+    #[serde(skip)]
+    pub events: Vec<Event>,
+    /// Details referenced by events.
+    #[serde(skip)]
+    pub details: Vec<Detail>,
+    /// Memory events in time order.
+    #[serde(skip)]
+    pub memory: Vec<MemEvent>,
+    /// Names of threads/streams, by thread number.
+    #[serde(skip)]
+    pub threads: Vec<String>,
+    /// Foreign side tables.
+    pub tables: Vec<Table>,
+    /// Remarks about completeness (truncation by a cap, corruption, dropped events).
+    pub notes: Vec<String>,
+}
+
+impl Profile {
+    /// An empty profile.
+    pub fn new(source: PathBuf, format: SourceFormat, rank: u32, group: String) -> Profile {
+        Profile {
+            source,
+            format,
+            rank,
+            group,
+            steps: Vec::new(),
+            origin_ns: 0,
+            strings: Vec::new(),
+            index: HashMap::new(),
+            events: Vec::new(),
+            details: Vec::new(),
+            memory: Vec::new(),
+            threads: Vec::new(),
+            tables: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Interns a string.
+    pub fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = self.strings.len() as u32;
+        self.strings.push(s.to_string());
+        self.index.insert(s.to_string(), i);
+        i
+    }
+
+    /// The string at an index (empty for [`NONE`] or out of range).
+    pub fn str(&self, i: u32) -> &str {
+        self.strings
+            .get(i as usize)
+            .map(String::as_str)
+            .unwrap_or("")
+    }
+
+    /// Adds a detail and returns its index.
+    pub fn add_detail(&mut self, d: Detail) -> u32 {
+        self.details.push(d);
+        (self.details.len() - 1) as u32
+    }
+
+    /// The detail of an event, if any.
+    pub fn detail(&self, e: &Event) -> Option<&Detail> {
+        self.details.get(e.detail as usize)
+    }
+
+    /// A short label: `rank 0 · step1/e2e`.
+    pub fn label(&self) -> String {
+        format!("rank {} · {}", self.rank, self.group)
+    }
+
+    /// Sorts events by (track, start, longer first) — the order every consumer relies on.
+    pub fn sort(&mut self) {
+        self.events.sort_by_key(|e| (e.track, e.start, -e.dur));
+        self.memory.sort_by_key(|m| m.t);
+    }
+
+    /// Start and end of all events and memory samples (0, 0 when empty).
+    pub fn extent(&self) -> (i64, i64) {
+        let mut lo = i64::MAX;
+        let mut hi = i64::MIN;
+        for e in &self.events {
+            lo = lo.min(e.start);
+            hi = hi.max(e.end());
+        }
+        for m in &self.memory {
+            lo = lo.min(m.t);
+            hi = hi.max(m.t);
+        }
+        if lo > hi {
+            (0, 0)
+        } else {
+            (lo, hi)
+        }
+    }
+}
+
+/// An input that was not loaded, with the reason.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Skipped {
+    /// The file or directory.
+    pub path: PathBuf,
+    /// Why.
+    pub reason: String,
+}
+
+/// Everything found under a path.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    /// Loaded profiles.
+    pub profiles: Vec<Profile>,
+    /// Inputs skipped.
+    pub skipped: Vec<Skipped>,
+}

@@ -1,0 +1,201 @@
+//! Foreign inputs: PyTorch Chrome traces (plain and gzip) and an Ascend output directory load,
+//! and the report's numbers equal an independent computation over the trace's events.
+//!
+//! The PyTorch traces in tests/data/torch were written by hand in the exact shape PyTorch's
+//! profiler (kineto) writes (no torch installation is available to generate real ones).
+
+use rlprof_report::{load, summarise, Limits};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+fn data(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(p)
+}
+
+/// Per cpu_op name: (count, total ns, self ns) — self = dur minus directly nested cpu_ops of
+/// the same (pid, tid), computed by brute force.
+fn independent_ops(v: &serde_json::Value) -> BTreeMap<String, (u64, i64, i64)> {
+    let evs: Vec<(String, String, i64, i64)> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "cpu_op")
+        .map(|e| {
+            let ts = (e["ts"].as_f64().unwrap() * 1000.0).round() as i64;
+            let dur = (e["dur"].as_f64().unwrap() * 1000.0).round() as i64;
+            let thread = format!("{}/{}", e["pid"], e["tid"]);
+            (
+                e["name"].as_str().unwrap().to_string(),
+                thread,
+                ts,
+                ts + dur,
+            )
+        })
+        .collect();
+    let inside = |c: &(String, String, i64, i64), p: &(String, String, i64, i64)| {
+        c.1 == p.1 && c.2 >= p.2 && c.3 <= p.3 && (c.2, -c.3) != (p.2, -p.3)
+    };
+    let mut out: BTreeMap<String, (u64, i64, i64)> = BTreeMap::new();
+    for p in &evs {
+        let direct: i64 = evs
+            .iter()
+            .filter(|c| inside(c, p) && !evs.iter().any(|m| inside(c, m) && inside(m, p)))
+            .map(|c| c.3 - c.2)
+            .sum();
+        let e = out.entry(p.0.clone()).or_default();
+        e.0 += 1;
+        e.1 += p.3 - p.2;
+        e.2 += p.3 - p.2 - direct;
+    }
+    out
+}
+
+fn json_of(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn torch_traces_load_and_numbers_equal_an_independent_computation() {
+    let dir = data("torch");
+    let loaded = load(&dir, &Limits::default()).unwrap();
+    assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
+    assert_eq!(loaded.profiles.len(), 2);
+    let report = summarise(&loaded);
+    let mut want: BTreeMap<String, (u64, i64, i64)> = BTreeMap::new();
+    let mut peak_per_rank = BTreeMap::new();
+    for f in std::fs::read_dir(&dir).unwrap() {
+        let v = json_of(&f.unwrap().path());
+        for (k, (c, t, s)) in independent_ops(&v) {
+            let e = want.entry(k).or_default();
+            e.0 += c;
+            e.1 += t;
+            e.2 += s;
+        }
+        let peak = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["name"] == "[memory]")
+            .map(|e| e["args"]["Total Allocated"].as_i64().unwrap())
+            .max()
+            .unwrap();
+        peak_per_rank.insert(v["distributedInfo"]["rank"].as_u64().unwrap() as u32, peak);
+    }
+    assert!(want.len() >= 3);
+    for (name, (count, total, selft)) in &want {
+        let row = report
+            .top
+            .iter()
+            .find(|r| r.kind.as_str() == "op" && &r.name == name)
+            .unwrap_or_else(|| panic!("{name} missing"));
+        assert_eq!(
+            (row.count, row.total_ns as i64, row.self_ns as i64),
+            (*count, *total, *selft),
+            "{name}"
+        );
+    }
+    let linear = &want["aten::linear"];
+    assert!(
+        linear.2 < linear.1,
+        "nested addmm is excluded from linear's self time"
+    );
+    for m in &report.memory {
+        assert_eq!(m.baseline, "producer_total");
+        assert_eq!(m.peak_bytes, peak_per_rank[&m.rank]);
+        assert_eq!(
+            m.at_peak[0].op, "aten::addmm",
+            "the innermost op open at the allocation"
+        );
+    }
+    let nccl: Vec<_> = report.comm.iter().collect();
+    assert_eq!(nccl.len(), 2);
+    for c in nccl {
+        assert_eq!(c.count, 2);
+        assert_eq!(
+            c.bytes,
+            Some(2 * 262_144 * 4),
+            "In msg nelems x sizeof(Float)"
+        );
+        assert_eq!(
+            c.wait_ns, None,
+            "no wait time in a kernel trace: left empty"
+        );
+        assert_eq!(c.bandwidth_gbps, None);
+    }
+    let slow: Vec<_> = report.breakdown.iter().filter(|r| r.slowest).collect();
+    assert_eq!(slow.len(), 2, "one slowest rank per step");
+    assert!(slow.iter().all(|r| r.rank == 1));
+    let r0 = report
+        .breakdown
+        .iter()
+        .find(|r| r.rank == 0 && r.step == "1")
+        .unwrap();
+    assert_eq!(r0.rollout_ns, 400_000);
+    assert_eq!(r0.update_ns, 150_000);
+}
+
+#[test]
+fn a_gzipped_trace_gives_the_same_numbers_as_the_plain_one() {
+    let src = data("torch/host_1001.1700000000000000000.pt.trace.json");
+    let tmp = tempfile::tempdir().unwrap();
+    let gz = tmp
+        .path()
+        .join("host_1001.1700000000000000000.pt.trace.json.gz");
+    let mut enc =
+        flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), Default::default());
+    enc.write_all(&std::fs::read(&src).unwrap()).unwrap();
+    enc.finish().unwrap();
+    let a = summarise(&load(&src, &Limits::default()).unwrap());
+    let b = summarise(&load(&gz, &Limits::default()).unwrap());
+    assert_eq!(a.top, b.top);
+    assert_eq!(a.breakdown.len(), b.breakdown.len());
+    assert_eq!(b.inputs[0].rank, 1);
+}
+
+#[test]
+fn an_ascend_output_directory_loads_with_its_tables() {
+    let loaded = load(&data("ascend"), &Limits::default()).unwrap();
+    assert_eq!(loaded.profiles.len(), 1);
+    let p = &loaded.profiles[0];
+    assert_eq!(p.rank, 3, "rank from profiler_info_3.json");
+    let report = summarise(&loaded);
+    let mm = report.top.iter().find(|r| r.name == "MatMulV2").unwrap();
+    assert_eq!(mm.kind.as_str(), "kernel");
+    assert_eq!((mm.count, mm.total_ns), (4, 100_000));
+    assert!(
+        report.top.iter().all(|r| r.name != "Computing"),
+        "Overlap Analysis is derived data, not events"
+    );
+    assert_eq!(report.comm.len(), 1);
+    assert_eq!(report.comm[0].name, "hcom_allReduce__123_0_1");
+    let titles: Vec<_> = report.inputs[0]
+        .tables
+        .iter()
+        .map(|t| t.title.as_str())
+        .collect();
+    assert_eq!(titles, ["step_trace_time.csv", "op_statistic.csv"]);
+    assert_eq!(
+        report.inputs[0].tables[0].rows[0][2], "100.000",
+        "trailing tab stripped"
+    );
+}
+
+#[test]
+fn without_trace_view_the_kernels_come_from_kernel_details() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pt = tmp.path().join("h_1_20250101000000000_ascend_pt");
+    let out = pt.join("ASCEND_PROFILER_OUTPUT");
+    std::fs::create_dir_all(&out).unwrap();
+    let src = data("ascend/host_2000_20250101000000000_ascend_pt/ASCEND_PROFILER_OUTPUT");
+    std::fs::copy(
+        src.join("kernel_details.csv"),
+        out.join("kernel_details.csv"),
+    )
+    .unwrap();
+    let report = summarise(&load(tmp.path(), &Limits::default()).unwrap());
+    let mm = report.top.iter().find(|r| r.name == "MatMulV2").unwrap();
+    assert_eq!((mm.count, mm.total_ns), (4, 100_000));
+}

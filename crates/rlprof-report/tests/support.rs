@@ -1,0 +1,116 @@
+//! Shared helpers: real collections made with the profiler API (2 ranks, 2 steps), hand-built
+//! plans as in the profiler's own tests.
+#![allow(dead_code)]
+
+use rlprof_profiler::plan::*;
+use rlprof_profiler::{comm, intern, kernel, mem_alloc, mem_free, name, now, op, phase, Profiler};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub fn plan(save: &Path, steps: &[u64], discrete: bool) -> ProfilePlan {
+    let role = RolePlan {
+        enable: true,
+        all_ranks: false,
+        ranks: vec![0, 1],
+        tool: Tool::Npu,
+        level: Level::Level1,
+        contents: [Content::Npu, Content::Cpu, Content::Memory, Content::Module]
+            .into_iter()
+            .collect(),
+        analysis: false,
+        discrete,
+        save_path: save.to_path_buf(),
+        torch_step_start: 0,
+        torch_step_end: -1,
+        torch_memory: TorchMemoryOptions::default(),
+        caps: Caps::default(),
+        schedule: None,
+        granularity: Default::default(),
+    };
+    let mut roles = BTreeMap::new();
+    for r in [Role::Actor, Role::Rollout, Role::Ref] {
+        roles.insert(r, role.clone());
+    }
+    ProfilePlan {
+        tool: Some(Tool::Npu),
+        tool_source: "test".into(),
+        steps: steps.to_vec(),
+        profile_continuous_steps: false,
+        save_path: save.to_path_buf(),
+        world_size: 2,
+        step_groups: steps.iter().map(|&s| vec![s]).collect(),
+        roles,
+        nsys: NsysOptions::default(),
+        torch_memory: TorchMemoryOptions::default(),
+        warnings: vec![],
+    }
+}
+
+fn spin(us: u64) {
+    let t = std::time::Instant::now();
+    while t.elapsed().as_micros() < us as u128 {
+        std::hint::spin_loop();
+    }
+}
+
+/// One step on a rank: four role calls with ops, kernels, memory and a collective inside.
+/// Rank 1's rollout is slower (it is the slow rank).
+pub fn step(rank: &rlprof_profiler::RankProfiler, step: u64, ops: usize) {
+    let _s = rank.step(step);
+    let module = intern("model.layers.0.mlp");
+    for (ph, call) in [
+        ("gen", RoleCall::GenerateSequences),
+        ("old_log_prob", RoleCall::ComputeLogProb),
+        ("ref", RoleCall::ComputeRefLogProb),
+        ("update_actor", RoleCall::UpdateActor),
+    ] {
+        let _p = phase(ph);
+        let _c = rank.role_call(call);
+        for i in 0..ops {
+            let _o = op(name!("matmul"), module);
+            let addr = 0x1000 * (i as u64 + 1) + (step << 32);
+            mem_alloc(addr, 4096 * (i as u64 + 1));
+            {
+                let _inner = op(name!("add"), module);
+                spin(20);
+            }
+            let t0 = now();
+            spin(30);
+            kernel(name!("gemm_kernel"), t0, now(), 1000, 2000);
+            if i % 2 == 0 {
+                mem_free(addr, 4096 * (i as u64 + 1));
+            }
+        }
+        if call == RoleCall::GenerateSequences && rank.rank() == 1 {
+            spin(3000);
+        }
+        if call == RoleCall::UpdateActor {
+            let mut g = comm(name!("all_reduce"), intern("dp"), 1 << 20);
+            g.set_wait_ticks(10);
+            spin(50);
+        }
+    }
+}
+
+/// Runs `steps` on 2 ranks into `save`; returns the completed collections.
+pub fn collect(
+    save: &Path,
+    steps: &[u64],
+    discrete: bool,
+    ops: usize,
+) -> Vec<rlprof_profiler::CompletedCollection> {
+    let profiler = Profiler::new(plan(save, steps, discrete));
+    let last = *steps.iter().max().unwrap();
+    std::thread::scope(|s| {
+        for r in 0..2 {
+            let rank = profiler.rank(r);
+            s.spawn(move || {
+                let _b = rank.bind_thread();
+                for st in 1..=last {
+                    step(&rank, st, ops);
+                }
+            });
+        }
+    });
+    profiler.completed()
+}
