@@ -1,0 +1,2 @@
+//! Parser throughput benchmark (filled in below).
+fn main() {}
