@@ -253,3 +253,16 @@ fn segment(addr: u64, l: &Live, frames: Value) -> Value {
         ),
     ])
 }
+
+/// A snapshot with no segments and no trace entries.
+pub fn empty_snapshot() -> Value {
+    Value::dict([
+        ("segments", Value::List(Vec::new())),
+        ("device_traces", Value::List(vec![Value::List(Vec::new())])),
+        (
+            "allocator_settings",
+            Value::dict([("caching_allocator", Value::Bool(false))]),
+        ),
+        ("external_annotations", Value::List(Vec::new())),
+    ])
+}
