@@ -35,12 +35,20 @@ print(json.dumps({"entries": len(t),
 "#;
 
 fn read(path: &std::path::Path) -> Option<serde_json::Value> {
-    let py = Command::new("python3").arg("-c").arg(CHECK).arg(path).output();
+    let py = Command::new("python3")
+        .arg("-c")
+        .arg(CHECK)
+        .arg(path)
+        .output();
     let Ok(out) = py else {
         eprintln!("SKIP: python3 not found");
         return None;
     };
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Some(serde_json::from_slice(&out.stdout).unwrap())
 }
 
