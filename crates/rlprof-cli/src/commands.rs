@@ -244,11 +244,72 @@ fn relaunch_under_nsys(
     })
 }
 
-/// `rlprof analyse`.
+/// `rlprof analyse`: parses every unparsed collection at or below `path`, `jobs` in parallel,
+/// with a progress bar. Exit status: success when every collection was parsed (now or by an
+/// earlier run, with warnings for damaged data); failure when a collection could not be parsed
+/// at all, or when there is no collection below `path`.
 pub fn analyse(path: &Path, jobs: usize) -> Result<ExitCode> {
-    let _ = (path, jobs);
-    eprintln!("rlprof analyse: not implemented yet");
-    Ok(ExitCode::FAILURE)
+    use rlprof_export::{Outcome, TreeEvent};
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} parsed {pos}/{len} collections [{bar:30}] {elapsed_precise} {msg}",
+        )
+        .expect("template")
+        .progress_chars("=> "),
+    );
+    let pb = bar.clone();
+    let progress = move |e: TreeEvent| match e {
+        TreeEvent::Found { todo, .. } => pb.set_length(todo as u64),
+        TreeEvent::Finished(o) => {
+            pb.inc(1);
+            if let Outcome::Failed(d, err) = o {
+                pb.println(format!("error: {}: {err}", d.display()));
+            }
+        }
+    };
+    let report = match rlprof_export::analyse_tree(path, jobs, &progress) {
+        Ok(r) => r,
+        Err(e) => {
+            bar.abandon();
+            eprintln!("rlprof analyse: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    bar.finish_and_clear();
+    if report.found == 0 {
+        eprintln!(
+            "rlprof analyse: no collection (directory with rlprof_raw/rank_*.rlraw) at or below {}",
+            path.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    for o in &report.outcomes {
+        if let Outcome::Parsed(r) = o {
+            for w in &r.warnings {
+                eprintln!("{w}");
+            }
+        }
+    }
+    if report.parsed() == 0 && report.failed() == 0 {
+        println!(
+            "nothing to do: all {} collection(s) below {} are already parsed",
+            report.found,
+            path.display()
+        );
+    } else {
+        println!(
+            "parsed {} collection(s), {} already parsed, {} failed",
+            report.parsed(),
+            report.skipped(),
+            report.failed()
+        );
+    }
+    Ok(if report.failed() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// `rlprof report`.
@@ -285,11 +346,19 @@ pub fn report(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Parses one collection (automatic analysis). Until the exporters land, the raw data is kept
-/// as written and this says so once per collection.
+/// Parses one collection (automatic analysis, on a background thread). Failures are logged:
+/// the raw data stays and `rlprof analyse` can parse it later.
 pub fn analyse_one(dir: &Path) {
-    tracing::info!(
-        "collection complete: {} (raw data kept; parsing into tool formats is not implemented yet)",
-        dir.display()
-    );
+    match rlprof_export::analyse_collection(dir) {
+        Ok(r) => {
+            for w in &r.warnings {
+                tracing::warn!("{w}");
+            }
+            tracing::info!("parsed {}", dir.display());
+        }
+        Err(e) => tracing::warn!(
+            "automatic analysis of {} failed ({e}); raw data kept, run `rlprof analyse` later",
+            dir.display()
+        ),
+    }
 }

@@ -1,0 +1,153 @@
+//! Parser throughput on a large synthetic collection: decode + aggregate (pass 1 + pass 2 with
+//! kernel attribution) and full npu / torch exports, with peak RSS.
+//!
+//! `cargo bench -p rlprof-export --bench parse_throughput` (BENCH_EVENTS overrides 10 000 000).
+
+use rlprof_export::attrib::Attributor;
+use rlprof_export::decode::Index;
+use rlprof_profiler::clock::Calibration;
+use rlprof_profiler::raw::RawWriter;
+use rlprof_profiler::record::{Kind, RangeCat, Record};
+use std::path::Path;
+use std::time::Instant;
+
+fn rec(ts: u64, a: u64, name: u32, kind: Kind, cat: u8, aux: u16) -> Record {
+    Record {
+        ts,
+        a,
+        name,
+        kind: kind as u8,
+        cat,
+        aux,
+    }
+}
+
+/// Writes a collection of about `events` events: per step, ops each with one kernel (op + ext +
+/// kernel + ext = 4 records, 2 events), inside a step range.
+fn synth(dir: &Path, events: u64) -> std::path::PathBuf {
+    let raw_dir = dir.join("host_1_20250101000000000_ascend_pt/rlprof_raw");
+    std::fs::create_dir_all(&raw_dir).unwrap();
+    let path = raw_dir.join("rank_0.rlraw");
+    let mut w = RawWriter::create(&path).unwrap();
+    w.write_meta(
+        &serde_json::json!({"tool": "npu", "level": "level1", "contents": ["npu", "cpu"],
+        "rank": 0, "world_size": 1, "host": "host", "pid": 1, "steps": [1],
+        "start_wall_ns": 1_700_000_000_000_000_000u64, "start_mono_ns": 1_000_000_000u64}),
+    )
+    .unwrap();
+    w.write_strings([
+        (1, "ProfilerStep#1"),
+        (2, "matmul"),
+        (3, "gemm_f32"),
+        (4, "model.layers.0"),
+        (5, "4,8;8,16"),
+    ])
+    .unwrap();
+    w.write_calibration(Calibration {
+        ticks: 0,
+        mono_ns: 1_000_000_000,
+        wall_ns: 1_700_000_000_000_000_000,
+    })
+    .unwrap();
+    let ops = events / 2;
+    let mut buf = Vec::with_capacity(4 * 16384);
+    let mut t = 1000u64;
+    for i in 0..ops {
+        buf.push(rec(t + 10, t + 60, 3, Kind::Kernel, 1, 0));
+        buf.push(rec(1000, 4096, 0, Kind::Ext, 0, 0));
+        buf.push(rec(t, t + 80, 2, Kind::Range, RangeCat::Op as u8, 1));
+        buf.push(rec(4 | 5 << 32, 0, 0, Kind::Ext, 0, 0));
+        t += 100;
+        if buf.len() >= 4 * 16384 || i + 1 == ops {
+            w.write_records(0, &buf).unwrap();
+            buf.clear();
+        }
+    }
+    w.write_records(
+        0,
+        &[rec(0, t + 10, 1, Kind::Range, RangeCat::Step as u8, 0)],
+    )
+    .unwrap();
+    w.write_calibration(Calibration {
+        ticks: t + 20,
+        mono_ns: 1_000_000_000 + t + 20,
+        wall_ns: 1_700_000_000_000_000_000 + t + 20,
+    })
+    .unwrap();
+    w.write_end(ops * 2 + 1, 0).unwrap();
+    path
+}
+
+fn peak_rss_mib() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn main() {
+    let events: u64 = std::env::var("BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000_000);
+    let tmp = std::env::temp_dir().join(format!("rlprof-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let path = synth(&tmp, events);
+    let raw_mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
+    let rss0 = peak_rss_mib();
+    // Decode + aggregate: both passes, kernel attribution, per-name kernel totals.
+    let t0 = Instant::now();
+    let idx = Index::build(&path).unwrap();
+    let mut attr = Attributor::default();
+    let mut kernel_ns = 0u64;
+    let mut n = 0u64;
+    idx.replay(|e| {
+        n += 1;
+        attr.push(e, &mut |o| {
+            if let rlprof_export::attrib::Out::Kernel(k, _) = o {
+                kernel_ns += k.end - k.start;
+            }
+        })
+    })
+    .unwrap();
+    let decode_s = t0.elapsed().as_secs_f64();
+    assert!(kernel_ns > 0);
+    let ev = n as f64;
+    println!("events: {n} ({raw_mb:.1} MB raw)");
+    println!(
+        "decode + aggregate: {decode_s:.2} s, {:.1} M events/s, {:.0} MB/s",
+        ev / decode_s / 1e6,
+        raw_mb / decode_s
+    );
+    let coll = path.parent().unwrap().parent().unwrap();
+    let t1 = Instant::now();
+    rlprof_export::npu::export(coll, &idx).unwrap();
+    let npu_s = t1.elapsed().as_secs_f64();
+    let out = coll.join("ASCEND_PROFILER_OUTPUT");
+    let out_bytes: u64 = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    println!(
+        "full npu export: {npu_s:.2} s, {:.1} M events/s, {:.0} MB written ({:.1} B/event)",
+        ev / npu_s / 1e6,
+        out_bytes as f64 / 1e6,
+        out_bytes as f64 / ev
+    );
+    let t2 = Instant::now();
+    let files = rlprof_export::torch::export(coll, &idx).unwrap();
+    let torch_s = t2.elapsed().as_secs_f64();
+    let gz = std::fs::metadata(&files[0]).unwrap().len();
+    println!(
+        "torch export (gzip): {torch_s:.2} s, {:.1} M events/s, {:.0} MB gz ({:.1} B/event)",
+        ev / torch_s / 1e6,
+        gz as f64 / 1e6,
+        gz as f64 / ev
+    );
+    println!(
+        "peak RSS: {:.0} MiB (before parsing: {rss0:.0} MiB)",
+        peak_rss_mib()
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}

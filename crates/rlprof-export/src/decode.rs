@@ -1,0 +1,427 @@
+//! Streaming decode of a raw file into typed events.
+//!
+//! Two passes over the file, each one chunk at a time (memory bounded by the interned strings,
+//! the step and collective intervals, and one chunk):
+//! 1. [`Index::build`] reads metadata, strings, thread names, calibration points, step ranges,
+//!    collective intervals, the truncation/end markers and where valid data ends.
+//! 2. [`Index::replay`] reads the records again, pairs each record with its `Ext` record, maps
+//!    ticks to wall-clock nanoseconds and hands [`Event`]s to a callback.
+
+use crate::meta::Meta;
+use crate::ExportError;
+use rlprof_profiler::clock::{Calibration, TickMapper};
+use rlprof_profiler::raw::{Chunk, Corruption, RawReader, Truncation};
+use rlprof_profiler::record::{Kind, RangeCat, Record};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// A step range (`ProfilerStep#N`) in wall-clock ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepSpan {
+    /// Step number.
+    pub step: u64,
+    /// Start, wall ns.
+    pub start: u64,
+    /// End, wall ns.
+    pub end: u64,
+}
+
+/// Record counts by kind, as read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    /// All records including Ext.
+    pub records: u64,
+    /// Host ranges.
+    pub ranges: u64,
+    /// Op ranges (subset of `ranges`).
+    pub ops: u64,
+    /// Kernels.
+    pub kernels: u64,
+    /// Memory events.
+    pub memory: u64,
+    /// Collectives.
+    pub comms: u64,
+    /// Instants.
+    pub instants: u64,
+    /// Counter samples.
+    pub counters: u64,
+}
+
+/// What pass 1 learned about a raw file.
+#[derive(Debug)]
+pub struct Index {
+    /// The raw file.
+    pub path: PathBuf,
+    /// Its metadata.
+    pub meta: Meta,
+    names: Vec<Box<str>>,
+    /// Thread index -> name.
+    pub threads: BTreeMap<u32, String>,
+    mapper: TickMapper,
+    /// Step ranges, sorted by start.
+    pub steps: Vec<StepSpan>,
+    /// Collective intervals `(start, end)` in wall ns, sorted by start.
+    pub comm_spans: Vec<(u64, u64)>,
+    /// Record counts.
+    pub counts: Counts,
+    /// Truncation marker.
+    pub truncated: Option<Truncation>,
+    /// Clean-end marker `(events, dropped)`.
+    pub end: Option<(u64, u64)>,
+    /// Where valid data ended early.
+    pub corruption: Option<Corruption>,
+    /// Bytes of valid data (header + complete chunks).
+    pub valid_bytes: u64,
+    offset: i128,
+}
+
+/// A host range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeEv {
+    /// Thread index.
+    pub thread: u32,
+    /// [`RangeCat`] byte.
+    pub cat: u8,
+    /// Name id.
+    pub name: u32,
+    /// Start, wall ns.
+    pub start: u64,
+    /// End, wall ns.
+    pub end: u64,
+    /// Nesting depth on its thread.
+    pub depth: u16,
+    /// Module id (ops).
+    pub module: u32,
+    /// Shapes id (ops).
+    pub shapes: u32,
+    /// Dtypes id (ops).
+    pub dtypes: u32,
+    /// Call-stack id (ops).
+    pub stack: u32,
+    /// Iteration id (scheduled iterations).
+    pub iter_id: Option<u64>,
+}
+
+/// A device kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelEv {
+    /// Thread index that recorded it.
+    pub thread: u32,
+    /// Name id.
+    pub name: u32,
+    /// Start, wall ns.
+    pub start: u64,
+    /// End, wall ns.
+    pub end: u64,
+    /// Stream.
+    pub stream: u16,
+    /// Ran on the host CPU engine.
+    pub on_host: bool,
+    /// FLOPs (0 = unknown).
+    pub flops: u64,
+    /// Bytes moved (0 = unknown).
+    pub bytes: u64,
+}
+
+/// An allocation or free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemEv {
+    /// Thread index.
+    pub thread: u32,
+    /// Time, wall ns.
+    pub ts: u64,
+    /// Name id of the op that caused it (0 = none).
+    pub op: u32,
+    /// Device index.
+    pub device: u16,
+    /// A free (else an allocation).
+    pub free: bool,
+    /// Address.
+    pub addr: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// A collective or point-to-point communication op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommEv {
+    /// Thread index.
+    pub thread: u32,
+    /// Name id (`all_reduce`, ...).
+    pub name: u32,
+    /// Start, wall ns.
+    pub start: u64,
+    /// End, wall ns.
+    pub end: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Time spent waiting for peers, ns.
+    pub wait_ns: u64,
+    /// Group name id.
+    pub group: u32,
+    /// Peer rank of a point-to-point op.
+    pub peer: Option<u16>,
+}
+
+/// One decoded event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Host range.
+    Range(RangeEv),
+    /// Device kernel.
+    Kernel(KernelEv),
+    /// Memory event.
+    Memory(MemEv),
+    /// Communication op.
+    Comm(CommEv),
+    /// Instant `(thread, ts, name, value)`.
+    Instant(u32, u64, u32, u64),
+    /// Counter sample `(thread, ts, name, value)`.
+    Counter(u32, u64, u32, u64),
+}
+
+fn open(path: &Path) -> Result<RawReader, ExportError> {
+    RawReader::open(path).map_err(|e| match e {
+        rlprof_profiler::ProfilerError::Io { path, source } => ExportError::Io { path, source },
+        other => ExportError::Unrecoverable {
+            path: path.to_path_buf(),
+            reason: other.to_string(),
+        },
+    })
+}
+
+impl Index {
+    /// Pass 1 over `path`. Fails only when nothing is recoverable: an unreadable header or no
+    /// Meta chunk.
+    pub fn build(path: &Path) -> Result<Index, ExportError> {
+        let mut reader = open(path)?;
+        let mut meta = None;
+        let mut names: Vec<Box<str>> = Vec::new();
+        let mut threads = BTreeMap::new();
+        let mut cals: Vec<Calibration> = Vec::new();
+        let mut counts = Counts::default();
+        let mut truncated = None;
+        let mut end = None;
+        let mut steps_raw = Vec::new();
+        let mut comms_raw = Vec::new();
+        for chunk in reader.by_ref() {
+            match chunk {
+                Chunk::Meta(m) => meta = Some(Meta::from_json(&m)),
+                Chunk::Strings(v) => {
+                    for (id, s) in v {
+                        let i = id as usize;
+                        if i >= names.len() {
+                            names.resize(i + 1, Box::from(""));
+                        }
+                        names[i] = s.into_boxed_str();
+                    }
+                }
+                Chunk::Records { records, .. } => {
+                    count(&records, &mut counts, &mut steps_raw, &mut comms_raw)
+                }
+                Chunk::Calibration(c) => cals.push(c),
+                Chunk::Thread { thread, name } => {
+                    threads.insert(thread, name);
+                }
+                Chunk::Truncated(t) => truncated = Some(t),
+                Chunk::End { events, dropped } => end = Some((events, dropped)),
+            }
+        }
+        let corruption = reader.corruption().cloned();
+        let valid_bytes = reader.offset();
+        let Some(meta) = meta else {
+            return Err(ExportError::Unrecoverable {
+                path: path.to_path_buf(),
+                reason: match &corruption {
+                    Some(c) => format!("no metadata chunk before byte {}: {}", c.offset, c.reason),
+                    None => "no metadata chunk".into(),
+                },
+            });
+        };
+        let first = cals.first().copied().unwrap_or(Calibration {
+            ticks: 0,
+            mono_ns: meta.start_mono_ns,
+            wall_ns: meta.start_wall_ns,
+        });
+        let mapper = TickMapper::new(first, cals.last().copied().unwrap_or(first));
+        let mut idx = Index {
+            path: path.to_path_buf(),
+            offset: meta.wall_offset(),
+            meta,
+            names,
+            threads,
+            mapper,
+            steps: Vec::new(),
+            comm_spans: Vec::new(),
+            counts,
+            truncated,
+            end,
+            corruption,
+            valid_bytes,
+        };
+        idx.steps = steps_raw
+            .iter()
+            .map(|&(name, s, e)| StepSpan {
+                step: step_number(idx.name(name)),
+                start: idx.wall(s),
+                end: idx.wall(e),
+            })
+            .collect();
+        idx.steps.sort_by_key(|s| s.start);
+        idx.comm_spans = comms_raw
+            .iter()
+            .map(|&(s, e)| (idx.wall(s), idx.wall(e)))
+            .collect();
+        idx.comm_spans.sort_unstable();
+        Ok(idx)
+    }
+
+    /// The string of a name id (empty when unknown or 0).
+    #[inline]
+    pub fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map(|s| &**s).unwrap_or("")
+    }
+
+    /// Wall-clock ns of a tick value.
+    #[inline]
+    pub fn wall(&self, ticks: u64) -> u64 {
+        (self.mapper.to_ns(ticks) as i128 + self.offset).max(0) as u64
+    }
+
+    /// The step whose range contains `ts` (wall ns), if any.
+    pub fn step_at(&self, ts: u64) -> Option<u64> {
+        let i = self.steps.partition_point(|s| s.start <= ts);
+        let s = self.steps.get(i.checked_sub(1)?)?;
+        (ts < s.end).then_some(s.step)
+    }
+
+    /// Start of the collection in wall ns (first calibration).
+    pub fn start_wall(&self) -> u64 {
+        self.meta.start_wall_ns
+    }
+
+    /// Pass 2: every event in file order (per thread in completion order), each paired with
+    /// its Ext record and in wall-clock ns.
+    pub fn replay(&self, mut f: impl FnMut(&Event)) -> Result<(), ExportError> {
+        let mut reader = open(&self.path)?;
+        let mut pending: HashMap<u32, Record> = HashMap::new();
+        for chunk in reader.by_ref() {
+            let Chunk::Records { thread, records } = chunk else {
+                continue;
+            };
+            let mut prev = pending.remove(&thread);
+            for r in records {
+                if r.kind == Kind::Ext as u8 {
+                    if let Some(p) = prev.take() {
+                        f(&self.event(thread, &p, Some(&r)));
+                    }
+                } else {
+                    if let Some(p) = prev.replace(r) {
+                        f(&self.event(thread, &p, None));
+                    }
+                }
+            }
+            if let Some(p) = prev {
+                pending.insert(thread, p);
+            }
+        }
+        let mut rest: Vec<_> = pending.into_iter().collect();
+        rest.sort_by_key(|(t, _)| *t);
+        for (thread, p) in rest {
+            f(&self.event(thread, &p, None));
+        }
+        Ok(())
+    }
+
+    fn event(&self, thread: u32, r: &Record, ext: Option<&Record>) -> Event {
+        let e = ext.copied().unwrap_or_default();
+        match Kind::from_u8(r.kind) {
+            Some(Kind::Kernel) => Event::Kernel(KernelEv {
+                thread,
+                name: r.name,
+                start: self.wall(r.ts),
+                end: self.wall(r.a.max(r.ts)),
+                stream: r.aux,
+                on_host: r.cat == 1,
+                flops: e.ts,
+                bytes: e.a,
+            }),
+            Some(Kind::Memory) => Event::Memory(MemEv {
+                thread,
+                ts: self.wall(r.ts),
+                op: r.name,
+                device: r.aux,
+                free: r.cat == 1,
+                addr: e.ts,
+                bytes: e.a,
+            }),
+            Some(Kind::Comm) => Event::Comm(CommEv {
+                thread,
+                name: r.name,
+                start: self.wall(r.ts),
+                end: self.wall(r.a.max(r.ts)),
+                bytes: e.ts,
+                wait_ns: self.mapper.span_ns(0, e.a),
+                group: e.name,
+                peer: (e.aux > 0).then(|| e.aux - 1),
+            }),
+            Some(Kind::Instant) => Event::Instant(thread, self.wall(r.ts), r.name, r.a),
+            Some(Kind::Counter) => Event::Counter(thread, self.wall(r.ts), r.name, r.a),
+            _ => {
+                let is_op = r.cat == RangeCat::Op as u8;
+                let is_iter = r.cat == RangeCat::Iteration as u8;
+                Event::Range(RangeEv {
+                    thread,
+                    cat: r.cat,
+                    name: r.name,
+                    start: self.wall(r.ts),
+                    end: self.wall(r.a.max(r.ts)),
+                    depth: r.aux,
+                    module: if is_op { e.ts as u32 } else { 0 },
+                    shapes: if is_op { (e.ts >> 32) as u32 } else { 0 },
+                    dtypes: if is_op { e.a as u32 } else { 0 },
+                    stack: if is_op { (e.a >> 32) as u32 } else { 0 },
+                    iter_id: (is_iter && ext.is_some()).then_some(e.ts),
+                })
+            }
+        }
+    }
+}
+
+fn count(
+    records: &[Record],
+    c: &mut Counts,
+    steps: &mut Vec<(u32, u64, u64)>,
+    comms: &mut Vec<(u64, u64)>,
+) {
+    c.records += records.len() as u64;
+    for r in records {
+        match Kind::from_u8(r.kind) {
+            Some(Kind::Range) => {
+                c.ranges += 1;
+                if r.cat == RangeCat::Op as u8 {
+                    c.ops += 1;
+                } else if r.cat == RangeCat::Step as u8 {
+                    steps.push((r.name, r.ts, r.a));
+                }
+            }
+            Some(Kind::Kernel) => c.kernels += 1,
+            Some(Kind::Memory) => c.memory += 1,
+            Some(Kind::Comm) => {
+                c.comms += 1;
+                comms.push((r.ts, r.a));
+            }
+            Some(Kind::Instant) => c.instants += 1,
+            Some(Kind::Counter) => c.counters += 1,
+            _ => {}
+        }
+    }
+}
+
+/// `ProfilerStep#12` -> 12 (0 when the name has no number).
+pub fn step_number(name: &str) -> u64 {
+    name.rsplit('#')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}

@@ -1,0 +1,59 @@
+//! The crate's error type.
+
+use std::path::PathBuf;
+
+/// Errors of the exporters and the analysis driver.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// An I/O failure on a file or directory (unwritable output, disk full, ...).
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Raw data from which nothing could be recovered (bad header, no metadata).
+    #[error("{path}: nothing recoverable: {reason}")]
+    Unrecoverable {
+        /// The raw file or collection.
+        path: PathBuf,
+        /// What was wrong, with the byte offset where known.
+        reason: String,
+    },
+    /// A directory that is not a collection (no `rlprof_raw/rank_*.rlraw`).
+    #[error("{0}: not a collection directory (no rlprof_raw/rank_*.rlraw inside)")]
+    NotACollection(PathBuf),
+    /// A path that does not exist.
+    #[error("{0}: no such file or directory")]
+    Missing(PathBuf),
+    /// Writing JSON failed.
+    #[error("{path}: {source}")]
+    Json {
+        /// The output file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Writing CSV failed.
+    #[error("{path}: {source}")]
+    Csv {
+        /// The output file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: csv::Error,
+    },
+}
+
+impl ExportError {
+    /// A closure mapping an `io::Error` on `path` to [`ExportError::Io`].
+    pub fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ExportError + '_ {
+        move |source| ExportError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

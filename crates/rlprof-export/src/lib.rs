@@ -1,0 +1,31 @@
+//! rlprof-export: parse rlprof raw collections into the formats the ecosystem's tools read.
+//!
+//! Data flows one way: [`decode`] streams a raw file (`rlprof_raw/rank_{rank}.rlraw`, read
+//! with `rlprof_profiler::raw::RawReader` one chunk at a time) into typed [`decode::Event`]s;
+//! [`attrib`] attributes kernels to the host ops that issued them and computes self times;
+//! the exporters write their outputs incrementally:
+//! - [`npu`]: the Ascend profiler directory (`profiler_info_{rank}.json`,
+//!   `profiler_metadata.json`, `ASCEND_PROFILER_OUTPUT/*`) that msprof-analyze and MindStudio
+//!   Insight read;
+//! - [`torch`]: a PyTorch-profiler Chrome trace (`*.pt.trace.json.gz`) for Perfetto,
+//!   chrome://tracing and HolisticTraceAnalysis;
+//! - [`memory`]: PyTorch memory snapshot pickles for `torch.cuda._memory_viz`.
+//!
+//! [`analyse`] drives them: one collection ([`analyse_collection`], idempotent through a marker
+//! file) or every unparsed collection below a path ([`analyse_tree`], parallel, resumable).
+//! Memory stays bounded whatever the collection size: only interned strings, step/collective
+//! intervals, per-name aggregates and live allocations are held.
+
+pub mod analyse;
+pub mod attrib;
+pub mod chrome;
+pub mod decode;
+pub mod error;
+pub mod memory;
+pub mod meta;
+pub mod npu;
+pub mod pickle;
+pub mod torch;
+
+pub use analyse::{analyse_collection, analyse_tree, Outcome, Report, TreeEvent, TreeReport};
+pub use error::ExportError;

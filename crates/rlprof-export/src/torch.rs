@@ -1,0 +1,154 @@
+//! The `torch` tool output (a PyTorch-profiler Chrome trace) and the `torch_memory` snapshots.
+//!
+//! The trace of a collection goes next to the collection directory, into its parent
+//! (`step{N}/{role}/`), so that one directory holds every rank's trace as HolisticTraceAnalysis
+//! expects (it loads every `*.json`/`*.gz` of a directory, not recursively). The file name is
+//! `{host}_{pid}_rank{rank}.{time_ns}.pt.trace.json.gz`: PyTorch's worker name `{host}_{pid}`
+//! with the rank appended (profiling.md section 5: every file name carries the rank), and the
+//! collection's start time, so a re-run after an interruption rewrites the same file.
+//!
+//! Memory snapshots go into the collection directory, one per profiled step:
+//! `snapshot_step{S}_rank{R}.pickle`.
+
+use crate::analyse::tmp_name;
+use crate::attrib::{Attributor, Out};
+use crate::chrome::{json_str, ChromeWriter, Flavor, Tracks};
+use crate::decode::{Event, Index};
+use crate::memory::{MemTracker, SnapshotBuilder};
+use crate::ExportError;
+use flate2::write::GzEncoder;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// The trace file name of a collection.
+pub fn trace_file_name(idx: &Index) -> String {
+    let m = &idx.meta;
+    format!(
+        "{}_{}_rank{}.{}.pt.trace.json.gz",
+        m.host, m.pid, m.rank, m.start_wall_ns
+    )
+}
+
+fn prefix(idx: &Index, base_ns: u64) -> String {
+    let m = &idx.meta;
+    let backend = if m.world_size > 1 { "mpi" } else { "none" };
+    let mut name = String::new();
+    json_str(&mut name, &trace_file_name(idx));
+    // `"rank": N` with a space: HolisticTraceAnalysis reads the rank with `"rank":\s+(\d+)`.
+    format!(
+        "{{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"distributedInfo\": {{\"backend\": \"{backend}\", \"rank\": {}, \"world_size\": {}}},\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": {base_ns},\n  \"traceName\": {name},\n  \"traceEvents\": [\n",
+        m.rank, m.world_size
+    )
+}
+
+/// Writes the Chrome trace of one rank into the parent of the collection directory `dir`.
+pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
+    let parent = dir.parent().unwrap_or(dir);
+    let path = parent.join(trace_file_name(idx));
+    let tmp = tmp_name(&path);
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| ExportError::Io { path: p, source }
+    };
+    let f = File::create(&tmp).map_err(io(&tmp))?;
+    let gz = GzEncoder::new(
+        BufWriter::with_capacity(1 << 20, f),
+        flate2::Compression::fast(),
+    );
+    // Times relative to the collection's first microsecond (doubles keep ns precision).
+    let base_ns = idx.start_wall() / 1000 * 1000;
+    let tracks = Tracks {
+        host_pid: idx.meta.pid as u64,
+        device_pid: 0,
+        comm_pid: idx.meta.pid as u64,
+    };
+    let mut w = ChromeWriter::new(gz, &prefix(idx, base_ns), base_ns, Flavor::Torch, tracks)
+        .map_err(io(&tmp))?;
+    w.track_metadata(idx);
+    let mut mem = MemTracker::default();
+    let mut attr = Attributor::default();
+    let mut err = None;
+    let mut push = |o: &Out, mem: &mut MemTracker| {
+        if let Out::Other(Event::Memory(m)) = o {
+            mem.apply(m);
+        }
+        if err.is_none() {
+            err = w.push(idx, o, mem).err();
+        }
+    };
+    idx.replay(|ev| attr.push(ev, &mut |o| push(&o, &mut mem)))?;
+    attr.finish(&mut |o| push(&o, &mut mem));
+    if let Some(e) = err {
+        return Err(ExportError::Io {
+            path: tmp,
+            source: e,
+        });
+    }
+    w.stream_metadata();
+    let gz = w.finish("\n]\n}\n").map_err(io(&tmp))?;
+    let mut bw = gz.finish().map_err(io(&tmp))?;
+    bw.flush().map_err(io(&tmp))?;
+    drop(bw);
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    Ok(vec![path])
+}
+
+/// Writes the memory snapshots of one rank (one per profiled step) into `dir`.
+pub fn export_memory(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
+    let mut tracker = MemTracker::default();
+    let mut builder = SnapshotBuilder::new(idx);
+    let default_step = idx.meta.steps.first().copied().unwrap_or(0);
+    let mut snaps = Vec::new();
+    idx.replay(|ev| {
+        if let Event::Memory(m) = ev {
+            tracker.apply(m);
+            let step = idx.step_at(m.ts).unwrap_or(default_step);
+            if let Some(s) = builder.push(idx, step, m, &tracker) {
+                snaps.push(write_snapshot(dir, idx, &s));
+            }
+        }
+    })?;
+    if let Some(s) = builder.finish(idx, &tracker) {
+        snaps.push(write_snapshot(dir, idx, &s));
+    }
+    // Steps with no memory event still get their (empty) snapshot.
+    let have: Vec<u64> = snaps
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|(s, _)| *s))
+        .collect();
+    for &step in &idx.meta.steps {
+        if !have.contains(&step) {
+            let mut b = SnapshotBuilder::new(idx);
+            let empty = MemTracker::default();
+            let mut s = b
+                .finish(idx, &empty)
+                .unwrap_or_else(|| crate::memory::Snapshot {
+                    step,
+                    value: crate::memory::empty_snapshot(),
+                    allocated: 0,
+                    entries: 0,
+                });
+            s.step = step;
+            snaps.push(write_snapshot(dir, idx, &s));
+        }
+    }
+    snaps.into_iter().map(|r| r.map(|(_, p)| p)).collect()
+}
+
+/// The snapshot file of a step.
+pub fn snapshot_name(step: u64, rank: u32) -> String {
+    format!("snapshot_step{step}_rank{rank}.pickle")
+}
+
+fn write_snapshot(
+    dir: &Path,
+    idx: &Index,
+    s: &crate::memory::Snapshot,
+) -> Result<(u64, PathBuf), ExportError> {
+    let path = dir.join(snapshot_name(s.step, idx.meta.rank));
+    let mut bytes = Vec::new();
+    crate::pickle::write(&mut bytes, &s.value).map_err(ExportError::io(&path))?;
+    crate::analyse::write_atomic(&path, &bytes)?;
+    Ok((s.step, path))
+}
