@@ -92,7 +92,8 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
         total,
         tcfg.data.train_batch_size,
         tcfg.rollout.n,
-        plan.tool.map_or("off".to_string(), |t| format!("{t:?}").to_lowercase()),
+        plan.tool
+            .map_or("off".to_string(), |t| format!("{t:?}").to_lowercase()),
     );
     let profiler = rlprof_profiler::Profiler::new(plan);
     let analysis = crate::analysis::AutoAnalysis::attach(&profiler);

@@ -3,6 +3,11 @@
 mod analysis;
 mod commands;
 
+/// Tensor memory of the CPU engine is heap memory: record it (`memory` content).
+#[global_allocator]
+static GLOBAL: rlprof_profiler::alloc::TrackingAllocator =
+    rlprof_profiler::alloc::TrackingAllocator::system();
+
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 

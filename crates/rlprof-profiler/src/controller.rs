@@ -190,6 +190,7 @@ impl RankProfiler {
     /// Binds the calling thread to this rank: instrumentation points on the thread record into
     /// this rank's collections until the returned guard drops.
     pub fn bind_thread(&self) -> ThreadBinding {
+        let _busy = recorder::BusyGuard::enter();
         ThreadBinding::bind(self.ctx.clone())
     }
 
@@ -215,6 +216,7 @@ impl RankProfiler {
     /// Enters training step `step` (1-based). In end-to-end mode this starts the collection at
     /// the first step of a profiled group; dropping the guard of the group's last step stops it.
     pub fn step(&self, step: u64) -> StepGuard {
+        let _busy = recorder::BusyGuard::enter();
         {
             let mut st = self.state.lock().expect("state");
             st.step = Some(step);
@@ -237,6 +239,7 @@ impl RankProfiler {
     /// Enters a role call. In discrete mode, when the current step is profiled and the call's
     /// role collects on this rank, a collection of its own covers exactly this call.
     pub fn role_call(&self, call: RoleCall) -> RoleCallGuard {
+        let _busy = recorder::BusyGuard::enter();
         let mut started_discrete = false;
         {
             let mut st = self.state.lock().expect("state");
@@ -449,6 +452,7 @@ impl RankProfiler {
 
 impl Drop for StepGuard {
     fn drop(&mut self) {
+        let _busy = recorder::BusyGuard::enter();
         if let Some(open) = self.range.take() {
             let name = intern::intern(&format!("ProfilerStep#{}", self.step));
             recorder::end(open, Kind::Range as u8, RangeCat::Step as u8, name.0);
@@ -468,6 +472,7 @@ impl Drop for StepGuard {
 
 impl Drop for RoleCallGuard {
     fn drop(&mut self) {
+        let _busy = recorder::BusyGuard::enter();
         if let Some(open) = self.range.take() {
             let name = intern::intern(self.call.function_name());
             recorder::end(open, Kind::Range as u8, RangeCat::RoleCall as u8, name.0);

@@ -17,6 +17,7 @@
 //! let _op = op(name!("matmul"), NameId::NONE);
 //! ```
 
+pub mod alloc;
 pub mod api;
 pub mod clock;
 pub mod config;

@@ -573,6 +573,9 @@ struct Binding {
     /// Op currently open on this thread (memory attribution).
     cur_op: Cell<u32>,
     depth: Cell<u16>,
+    /// Inside the recorder or the controller on this thread: allocation hooks must not record
+    /// (they would re-enter locks this thread holds).
+    busy: Cell<bool>,
 }
 
 thread_local! {
@@ -582,6 +585,7 @@ thread_local! {
             slot: Cell::new(std::ptr::null()),
             cur_op: Cell::new(0),
             depth: Cell::new(0),
+            busy: Cell::new(false),
         }
     };
 }
@@ -758,7 +762,41 @@ fn push_in(b: &Binding, gen: u64, rec: Record) {
     if ctx.gen.load(Ordering::Relaxed) != gen {
         return;
     }
+    let was = b.busy.replace(true);
     slot.push(gen, rec, ctx);
+    b.busy.set(was);
+}
+
+/// Marks this thread busy (inside profiler code) until the guard drops.
+pub(crate) struct BusyGuard(bool);
+
+impl BusyGuard {
+    pub(crate) fn enter() -> BusyGuard {
+        BusyGuard(BINDING.try_with(|b| b.busy.replace(true)).unwrap_or(true))
+    }
+}
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        let was = self.0;
+        let _ = BINDING.try_with(|b| b.busy.set(was));
+    }
+}
+
+/// Runs `f` for an allocation hook unless this thread is inside profiler code (re-entrancy) or
+/// no collection is active; `f` runs with the thread marked busy.
+#[inline]
+pub(crate) fn from_allocator(f: impl FnOnce()) {
+    if ANY_ACTIVE.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let enter = BINDING
+        .try_with(|b| !b.ctx.get().is_null() && !b.busy.replace(true))
+        .unwrap_or(false);
+    if enter {
+        f();
+        let _ = BINDING.try_with(|b| b.busy.set(false));
+    }
 }
 
 /// The generation the current thread would record a content record (kernel, memory) into for

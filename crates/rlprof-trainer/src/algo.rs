@@ -81,7 +81,10 @@ pub fn aggregate(x: &Tensor, mask: &Tensor, mode: LossAgg, d: GlobalDenoms) -> R
         LossAgg::SeqMeanTokenSum => xm.sum_all()?.affine(1.0 / d.seqs as f64, 0.0),
         LossAgg::SeqMeanTokenMean => {
             let len = mask.sum(1)?.clamp(1.0, f64::MAX)?;
-            xm.sum(1)?.div(&len)?.sum_all()?.affine(1.0 / d.seqs as f64, 0.0)
+            xm.sum(1)?
+                .div(&len)?
+                .sum_all()?
+                .affine(1.0 / d.seqs as f64, 0.0)
         }
     }
 }

@@ -27,7 +27,10 @@ pub fn save_hf(dir: &Path, config: &ModelConfig, params: &ParamStore, tok: &Tok)
 /// Reads a Hugging Face model directory; errors name the file that is missing or wrong.
 pub fn load_hf(dir: &Path, device: &Device) -> Result<(ModelConfig, ParamStore, Tok)> {
     if !dir.is_dir() {
-        return Err(TrainerError::checkpoint(dir, "model directory does not exist"));
+        return Err(TrainerError::checkpoint(
+            dir,
+            "model directory does not exist",
+        ));
     }
     let cfg_path = dir.join("config.json");
     let text = std::fs::read_to_string(&cfg_path)
@@ -49,11 +52,12 @@ pub fn load_hf(dir: &Path, device: &Device) -> Result<(ModelConfig, ParamStore, 
             .map_err(|e| TrainerError::checkpoint(f, format!("unreadable safetensors: {e}")))?;
         tensors.extend(map.into_iter().map(|(k, v)| (k, (v, f.clone()))));
     }
-    let params = ParamStore::from_tensors(&config, |n| tensors.get(n).map(|(t, _)| t.clone()), device)
-        .map_err(|m| {
-            let file = files.first().cloned().unwrap_or_else(|| dir.to_path_buf());
-            TrainerError::checkpoint(file, m)
-        })?;
+    let params =
+        ParamStore::from_tensors(&config, |n| tensors.get(n).map(|(t, _)| t.clone()), device)
+            .map_err(|m| {
+                let file = files.first().cloned().unwrap_or_else(|| dir.to_path_buf());
+                TrainerError::checkpoint(file, m)
+            })?;
     let tok = Tok::from_file(&dir.join("tokenizer.json"), config.eos_token_id)?;
     if tok.vocab_size() > config.vocab_size {
         return Err(TrainerError::checkpoint(
@@ -76,7 +80,10 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(TrainerError::checkpoint(dir, "no *.safetensors weights in the model directory"));
+        return Err(TrainerError::checkpoint(
+            dir,
+            "no *.safetensors weights in the model directory",
+        ));
     }
     Ok(files)
 }
@@ -137,5 +144,6 @@ pub fn load_optim(dir: &Path, world: usize, rank: usize, opt: &mut ShardedAdamW)
     }
     let t = candle_core::safetensors::load(&f, &Device::Cpu)
         .map_err(|e| TrainerError::checkpoint(&f, format!("unreadable: {e}")))?;
-    opt.load_tensors(&t).map_err(|m| TrainerError::checkpoint(&f, m))
+    opt.load_tensors(&t)
+        .map_err(|m| TrainerError::checkpoint(&f, m))
 }

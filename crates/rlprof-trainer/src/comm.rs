@@ -251,12 +251,7 @@ impl<C: Communicator> Traced<C> {
         }
     }
 
-    fn run(
-        &self,
-        op: NameId,
-        bytes: usize,
-        f: impl FnOnce(&C) -> Result<()>,
-    ) -> Result<()> {
+    fn run(&self, op: NameId, bytes: usize, f: impl FnOnce(&C) -> Result<()>) -> Result<()> {
         let mut g = comm(op, self.group, bytes as u64);
         if !g.is_recording() {
             return f(&self.inner);
@@ -284,11 +279,15 @@ impl<C: Communicator> Communicator for Traced<C> {
     }
 
     fn all_reduce_sum(&self, buf: &mut [f32]) -> Result<()> {
-        self.run(name!("all_reduce"), buf.len() * 4, |c| c.all_reduce_sum(buf))
+        self.run(name!("all_reduce"), buf.len() * 4, |c| {
+            c.all_reduce_sum(buf)
+        })
     }
 
     fn all_gather(&self, shard: &[f32], out: &mut [f32]) -> Result<()> {
-        self.run(name!("all_gather"), out.len() * 4, |c| c.all_gather(shard, out))
+        self.run(name!("all_gather"), out.len() * 4, |c| {
+            c.all_gather(shard, out)
+        })
     }
 
     fn reduce_scatter_sum(&self, input: &[f32], out: &mut [f32]) -> Result<()> {
@@ -298,7 +297,9 @@ impl<C: Communicator> Communicator for Traced<C> {
     }
 
     fn broadcast(&self, buf: &mut [f32], root: usize) -> Result<()> {
-        self.run(name!("broadcast"), buf.len() * 4, |c| c.broadcast(buf, root))
+        self.run(name!("broadcast"), buf.len() * 4, |c| {
+            c.broadcast(buf, root)
+        })
     }
 
     fn barrier(&self) -> Result<()> {

@@ -306,10 +306,8 @@ impl<'a> Reader<'a> {
                 .filter_map(|i| match i {
                     Value::String(s) => Some(PathBuf::from(s)),
                     other => {
-                        self.errors.push(format!(
-                            "{path}: expected file paths, got {}",
-                            show(other)
-                        ));
+                        self.errors
+                            .push(format!("{path}: expected file paths, got {}", show(other)));
                         None
                     }
                 })
@@ -438,9 +436,10 @@ fn read_data(r: &mut Reader) -> DataConfig {
 
 fn read_model(r: &mut Reader) -> ModelSection {
     let p = format!("{AAR}.model");
-    let path = r.get(&format!("{p}.path")).and_then(|v| v.as_str()).and_then(|s| {
-        (!s.is_empty() && s != "builtin:tiny").then(|| PathBuf::from(s))
-    });
+    let path = r
+        .get(&format!("{p}.path"))
+        .and_then(|v| v.as_str())
+        .and_then(|s| (!s.is_empty() && s != "builtin:tiny").then(|| PathBuf::from(s)));
     let heads = r.size(&format!("{p}.num_attention_heads"), 4);
     ModelSection {
         path,
@@ -546,7 +545,9 @@ fn read_trainer(r: &mut Reader) -> TrainerSection {
         sft_lr: r.float("trainer.sft_lr", 3e-3, 0.0, 10.0),
         test_freq: r.uint("trainer.test_freq", 0, 0),
         val_batch_size: r.size("trainer.val_batch_size", 64),
-        default_local_dir: PathBuf::from(r.string("trainer.default_local_dir", "outputs/checkpoints")),
+        default_local_dir: PathBuf::from(
+            r.string("trainer.default_local_dir", "outputs/checkpoints"),
+        ),
         save_freq: r.uint("trainer.save_freq", 0, 0),
         resume_mode: r.string("trainer.resume_mode", "disable"),
         seed: r.uint("trainer.seed", 1, 0),

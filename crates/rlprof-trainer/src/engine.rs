@@ -8,7 +8,9 @@ use crate::comm::{shard_len, Communicator};
 use crate::config::TrainConfig;
 use crate::data::Prompt;
 use crate::error::{Result, TrainerError};
-use crate::model::{ids_tensor, token_logprobs, Attn, KvCache, ModelConfig, ParamStore, Transformer};
+use crate::model::{
+    ids_tensor, token_logprobs, Attn, KvCache, ModelConfig, ParamStore, Transformer,
+};
 use crate::optim::{clip_coef, AdamW, ShardedAdamW};
 use crate::reward;
 use crate::tokenizer::Tok;
@@ -225,7 +227,8 @@ impl<C: Communicator> Engine<C> {
             .collect();
         let mut cache = KvCache::new(self.mcfg.num_hidden_layers);
         let attn = Attn::full(&valid, &self.device)?;
-        let logits = model.forward_last(&ids_tensor(&ids, &self.device)?, &attn, Some(&mut cache))?;
+        let logits =
+            model.forward_last(&ids_tensor(&ids, &self.device)?, &attn, Some(&mut cache))?;
         let mut next = sample_rows(&logits, s, &mut rngs)?;
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); b];
         let mut done = vec![false; b];
@@ -296,7 +299,8 @@ impl<C: Communicator> Engine<C> {
             s.score = reward::score(&p.data_source, &p.text, &text, &p.ground_truth);
             s.reward = s.score;
             if ol.enable {
-                s.reward += reward::overlong_penalty(s.response.len(), max, ol.len, ol.penalty_factor);
+                s.reward +=
+                    reward::overlong_penalty(s.response.len(), max, ol.len, ol.penalty_factor);
             }
         }
         Ok(())
@@ -317,7 +321,10 @@ impl<C: Communicator> Engine<C> {
             let m = self.ref_model.as_ref().unwrap_or(&self.eval_model);
             (m, self.cfg.ref_log_prob_micro_batch_size_per_gpu)
         } else {
-            (&self.eval_model, self.cfg.rollout.log_prob_micro_batch_size_per_gpu)
+            (
+                &self.eval_model,
+                self.cfg.rollout.log_prob_micro_batch_size_per_gpu,
+            )
         };
         let temp = self.cfg.rollout.temperature;
         for chunk in samples.chunks_mut(mb) {
@@ -425,7 +432,12 @@ impl<C: Communicator> Engine<C> {
 
     /// Supervised step on `(prompt, target)` token rows (the warm-up): token-mean cross-entropy
     /// over target tokens of the global batch. Returns the global loss.
-    pub fn sft_step(&mut self, rows: &[(Vec<u32>, Vec<u32>)], global_rows: usize, step: u64) -> Result<f32> {
+    pub fn sft_step(
+        &mut self,
+        rows: &[(Vec<u32>, Vec<u32>)],
+        global_rows: usize,
+        step: u64,
+    ) -> Result<f32> {
         let mut tokens = [rows.iter().map(|(_, t)| t.len() as f32).sum::<f32>()];
         self.comm.all_reduce_sum(&mut tokens)?;
         let _ = global_rows;
@@ -448,7 +460,10 @@ impl<C: Communicator> Engine<C> {
         for micro in refs.chunks(self.cfg.actor.ppo_micro_batch_size_per_gpu.max(1)) {
             let batch = SeqBatch::new(micro, self.tok.pad_id, &self.device)?;
             let (lp, _) = batch.logprobs(&self.train_model, 1.0)?;
-            let loss = lp.mul(&batch.mask)?.sum_all()?.affine(-1.0 / tokens[0].max(1.0) as f64, 0.0)?;
+            let loss = lp
+                .mul(&batch.mask)?
+                .sum_all()?
+                .affine(-1.0 / tokens[0].max(1.0) as f64, 0.0)?;
             let lv = loss.to_scalar::<f32>()?;
             if !lv.is_finite() {
                 return Err(TrainerError::NonFinite {
@@ -549,8 +564,18 @@ pub struct SeqBatch {
 impl SeqBatch {
     /// Builds the padded batch of `samples`.
     pub fn new(samples: &[&Sample], pad: u32, device: &Device) -> Result<SeqBatch> {
-        let p = samples.iter().map(|s| s.prompt_ids.len()).max().unwrap_or(1).max(1);
-        let r = samples.iter().map(|s| s.response.len()).max().unwrap_or(1).max(1);
+        let p = samples
+            .iter()
+            .map(|s| s.prompt_ids.len())
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let r = samples
+            .iter()
+            .map(|s| s.response.len())
+            .max()
+            .unwrap_or(1)
+            .max(1);
         let mut ids = Vec::new();
         let mut valid = Vec::new();
         let mut targets = Vec::new();
@@ -562,7 +587,10 @@ impl SeqBatch {
             row.extend(&s.response);
             row.resize(p + r, pad);
             let mut v = vec![false; lp];
-            v.extend(std::iter::repeat_n(true, s.prompt_ids.len() + s.response.len()));
+            v.extend(std::iter::repeat_n(
+                true,
+                s.prompt_ids.len() + s.response.len(),
+            ));
             v.resize(p + r, false);
             let mut t = s.response.clone();
             t.resize(r, pad);
@@ -596,7 +624,11 @@ impl SeqBatch {
             v.extend(row.iter().copied().take(self.r));
             v.extend(std::iter::repeat_n(0.0, self.r - row.len().min(self.r)));
         }
-        Ok(Tensor::from_vec(v, (samples.len(), self.r), self.mask.device())?)
+        Ok(Tensor::from_vec(
+            v,
+            (samples.len(), self.r),
+            self.mask.device(),
+        )?)
     }
 
     /// A `[B, R]` tensor of a per-sequence value broadcast over tokens.
@@ -605,7 +637,11 @@ impl SeqBatch {
             .iter()
             .flat_map(|s| std::iter::repeat_n(f(s), self.r))
             .collect();
-        Ok(Tensor::from_vec(v, (samples.len(), self.r), self.mask.device())?)
+        Ok(Tensor::from_vec(
+            v,
+            (samples.len(), self.r),
+            self.mask.device(),
+        )?)
     }
 }
 

@@ -369,7 +369,11 @@ fn timed<T>(
 }
 
 /// Greedy accuracy on the validation prompts every `trainer.test_freq` steps.
-fn validation<C: Communicator>(eng: &Engine<C>, cfg: &TrainConfig, step: u64) -> Result<Option<f64>> {
+fn validation<C: Communicator>(
+    eng: &Engine<C>,
+    cfg: &TrainConfig,
+    step: u64,
+) -> Result<Option<f64>> {
     let f = cfg.trainer.test_freq;
     if f == 0 || step % f != 0 {
         return Ok(None);
@@ -382,7 +386,10 @@ fn validation<C: Communicator>(eng: &Engine<C>, cfg: &TrainConfig, step: u64) ->
     s.do_sample = false;
     let mut samples = eng.generate(mine, 1, s, rank * per)?;
     eng.score(mine, &mut samples)?;
-    let mut acc = [samples.iter().map(|s| s.score).sum::<f32>(), samples.len() as f32];
+    let mut acc = [
+        samples.iter().map(|s| s.score).sum::<f32>(),
+        samples.len() as f32,
+    ];
     eng.comm.all_reduce_sum(&mut acc)?;
     Ok(Some((acc[0] / acc[1].max(1.0)) as f64))
 }
@@ -413,7 +420,10 @@ fn step_metrics<C: Communicator>(
     eng.comm.all_reduce_sum(&mut sums)?;
     let local_max = [
         samples.iter().map(|s| s.reward).fold(f32::MIN, f32::max),
-        samples.iter().map(|s| s.response.len() as f32).fold(0.0, f32::max),
+        samples
+            .iter()
+            .map(|s| s.response.len() as f32)
+            .fold(0.0, f32::max),
     ];
     let mut all = vec![0f32; 2 * eng.comm.world_size()];
     eng.comm.all_gather(&local_max, &mut all)?;
@@ -443,7 +453,11 @@ fn step_metrics<C: Communicator>(
         step,
         reward_mean: sums[0] as f64 / cnt,
         accuracy: sums[1] as f64 / cnt,
-        tokens_per_s: if step_s > 0.0 { sums[4] as f64 / step_s } else { 0.0 },
+        tokens_per_s: if step_s > 0.0 {
+            sums[4] as f64 / step_s
+        } else {
+            0.0
+        },
         timing_s: timing,
         values,
     })
@@ -459,7 +473,9 @@ pub fn run(doc: &serde_yaml::Value, profiler: Profiler, opts: RunOptions) -> Res
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis())
             .unwrap_or(0);
-        cfg.trainer.default_local_dir.join(format!("metrics-{ts}.jsonl"))
+        cfg.trainer
+            .default_local_dir
+            .join(format!("metrics-{ts}.jsonl"))
     });
     let mut writer = MetricsWriter::create(&metrics_path)?;
     let (tx, rx) = std::sync::mpsc::channel::<Event>();
@@ -520,14 +536,18 @@ pub fn run(doc: &serde_yaml::Value, profiler: Profiler, opts: RunOptions) -> Res
             Ok(Err(e)) => {
                 // Keep the root cause, not the peers' "collective abandoned" follow-ups.
                 let follow_up = matches!(e, TrainerError::Comm(_));
-                if first_err.is_none() || (!follow_up && matches!(first_err, Some(TrainerError::Comm(_)))) {
+                if first_err.is_none()
+                    || (!follow_up && matches!(first_err, Some(TrainerError::Comm(_))))
+                {
                     first_err = Some(e);
                 }
             }
-            Err(p) => first_err = first_err.or(Some(TrainerError::RankPanicked {
-                rank: 0,
-                message: panic_message(&p),
-            })),
+            Err(p) => {
+                first_err = first_err.or(Some(TrainerError::RankPanicked {
+                    rank: 0,
+                    message: panic_message(&p),
+                }))
+            }
         }
     }
     if let Some(e) = first_err {
@@ -539,7 +559,10 @@ pub fn run(doc: &serde_yaml::Value, profiler: Profiler, opts: RunOptions) -> Res
         wall_s: t0.elapsed().as_secs_f64(),
         metrics_path,
         metrics,
-        final_params: outcomes.first().map(|o| o.params.clone()).unwrap_or_default(),
+        final_params: outcomes
+            .first()
+            .map(|o| o.params.clone())
+            .unwrap_or_default(),
         optimizer_state_len: outcomes.iter().map(|o| o.optimizer_state_len).collect(),
         num_params: outcomes.first().map_or(0, |o| o.num_params),
     })

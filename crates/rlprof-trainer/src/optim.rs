@@ -84,8 +84,14 @@ impl ShardedAdamW {
     pub fn to_tensors(&self) -> candle_core::Result<HashMap<String, Tensor>> {
         let d = Device::Cpu;
         let mut out = HashMap::new();
-        out.insert("exp_avg".into(), Tensor::from_slice(&self.m, self.m.len(), &d)?);
-        out.insert("exp_avg_sq".into(), Tensor::from_slice(&self.v, self.v.len(), &d)?);
+        out.insert(
+            "exp_avg".into(),
+            Tensor::from_slice(&self.m, self.m.len(), &d)?,
+        );
+        out.insert(
+            "exp_avg_sq".into(),
+            Tensor::from_slice(&self.v, self.v.len(), &d)?,
+        );
         out.insert("step".into(), Tensor::from_slice(&[self.t as u32], 1, &d)?);
         Ok(out)
     }
@@ -143,7 +149,10 @@ mod tests {
         let mut o = ShardedAdamW::new(hp, 2);
         let mut p = vec![1.0, 1.0];
         o.step(&mut p, &[2.0, -0.5], 1.0);
-        assert!((p[0] - 0.9).abs() < 1e-5 && (p[1] - 1.1).abs() < 1e-5, "{p:?}");
+        assert!(
+            (p[0] - 0.9).abs() < 1e-5 && (p[1] - 1.1).abs() < 1e-5,
+            "{p:?}"
+        );
     }
 
     #[test]

@@ -62,7 +62,10 @@ mod tests {
 
     #[test]
     fn gsm8k_answers_are_extracted() {
-        assert_eq!(extract_gsm8k("so 3*4=12\n#### 1,200").as_deref(), Some("1200"));
+        assert_eq!(
+            extract_gsm8k("so 3*4=12\n#### 1,200").as_deref(),
+            Some("1200")
+        );
         assert_eq!(extract_gsm8k("no marker"), None);
         assert_eq!(score("openai/gsm8k", "", "x #### $72", "72"), 1.0);
         assert_eq!(score("openai/gsm8k", "", "x #### 71", "72"), 0.0);

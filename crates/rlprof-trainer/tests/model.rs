@@ -45,7 +45,10 @@ fn kv_cache_greedy_decoding_equals_uncached_decoding() {
         let u = eng.generate_greedy_uncached(p, 8).unwrap();
         assert_eq!(&u, c, "prompt {p:?}");
     }
-    assert!(cached.iter().any(|c| c.len() == 8), "random weights rarely stop early");
+    assert!(
+        cached.iter().any(|c| c.len() == 8),
+        "random weights rarely stop early"
+    );
 }
 
 #[test]
@@ -65,7 +68,10 @@ fn every_trainable_weight_receives_a_nonzero_gradient() {
         .grad_norms(&[sample("1+2=", "3"), sample("40+2=", "42")])
         .unwrap();
     assert_eq!(norms.len(), eng.actor.names().len());
-    let zero: Vec<_> = norms.iter().filter(|(_, n)| *n == 0.0 || !n.is_finite()).collect();
+    let zero: Vec<_> = norms
+        .iter()
+        .filter(|(_, n)| *n == 0.0 || !n.is_finite())
+        .collect();
     assert!(zero.is_empty(), "weights without gradient: {zero:?}");
 }
 
@@ -119,14 +125,20 @@ fn bad_checkpoints_name_the_file() {
     save_hf(&hf, &eng.mcfg, &eng.actor, &eng.tok).unwrap();
     std::fs::remove_file(hf.join("tokenizer.json")).unwrap();
     let e = load_hf(&hf, &Device::Cpu).err().unwrap().to_string();
-    assert!(e.contains("tokenizer.json") && e.contains("not found"), "{e}");
+    assert!(
+        e.contains("tokenizer.json") && e.contains("not found"),
+        "{e}"
+    );
     // Shape mismatch: config says a wider model than the weights.
     eng.tok.save(&hf.join("tokenizer.json")).unwrap();
     let mut c = eng.mcfg.clone();
     c.intermediate_size = 96;
     std::fs::write(hf.join("config.json"), serde_json::to_string(&c).unwrap()).unwrap();
     let e = load_hf(&hf, &Device::Cpu).err().unwrap().to_string();
-    assert!(e.contains("model.safetensors") && e.contains("shape"), "{e}");
+    assert!(
+        e.contains("model.safetensors") && e.contains("shape"),
+        "{e}"
+    );
     // Garbage weights.
     std::fs::write(hf.join("model.safetensors"), b"not a safetensors file").unwrap();
     let e = load_hf(&hf, &Device::Cpu).err().unwrap().to_string();

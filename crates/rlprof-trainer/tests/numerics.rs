@@ -111,7 +111,10 @@ fn tensor_loss_equals_the_scalar_reference_and_aggregates_token_mean() {
     )
     .unwrap();
     assert!((seq.loss.to_scalar::<f32>().unwrap() - seq_means / 2.0).abs() < 1e-6);
-    assert!((token_mean - seq_means / 2.0).abs() > 1e-3, "the two modes must differ here");
+    assert!(
+        (token_mean - seq_means / 2.0).abs() > 1e-3,
+        "the two modes must differ here"
+    );
 }
 
 #[test]
@@ -135,7 +138,15 @@ fn kl_term_uses_low_var_kl_with_its_coefficient() {
         entropy_coeff: 0.0,
         agg: LossAgg::TokenMean,
     };
-    let out = actor_loss(&x, s, GlobalDenoms { tokens: 2.0, seqs: 1.0 }).unwrap();
+    let out = actor_loss(
+        &x,
+        s,
+        GlobalDenoms {
+            tokens: 2.0,
+            seqs: 1.0,
+        },
+    )
+    .unwrap();
     let kl = (low_var_kl(-1.0, -1.5) + low_var_kl(-2.0, -2.0)) / 2.0;
     assert!((out.kl - kl).abs() < 1e-6);
     assert!((out.loss.to_scalar::<f32>().unwrap() - 0.5 * kl).abs() < 1e-6);

@@ -78,7 +78,10 @@ fn two_ranks_match_one_rank_and_shard_the_optimizer() {
     let p1 = update(&mut e1, one_rank_batch);
     let n = p1.len();
     assert_eq!(e1.opt.state_len(), n);
-    assert!(p1.iter().zip(&before).any(|(a, b)| a != b), "the update changed nothing");
+    assert!(
+        p1.iter().zip(&before).any(|(a, b)| a != b),
+        "the update changed nothing"
+    );
 
     let c2 = cfg(2);
     let handles: Vec<_> = InProcess::group(2)
@@ -105,5 +108,8 @@ fn two_ranks_match_one_rank_and_shard_the_optimizer() {
             .fold(0f32, f32::max);
         assert!(max_diff < 2e-5, "rank {r}: max |diff| {max_diff}");
     }
-    assert_eq!(outs[0].0, outs[1].0, "ranks agree exactly after the all-gather");
+    assert_eq!(
+        outs[0].0, outs[1].0,
+        "ranks agree exactly after the all-gather"
+    );
 }

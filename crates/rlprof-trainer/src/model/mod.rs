@@ -95,8 +95,7 @@ impl ModelConfig {
 
     /// Whether q/k/v carry biases.
     pub fn qkv_bias(&self) -> bool {
-        self.attention_bias
-            .unwrap_or(self.model_type == "qwen2")
+        self.attention_bias.unwrap_or(self.model_type == "qwen2")
     }
 
     /// Every parameter: (HF name, shape), in a fixed order.
@@ -174,7 +173,13 @@ impl RmsNorm {
         let m = self.module;
         let sq = t!("pow", m, [x], 0, x.sqr())?;
         let ms = t!("mean", m, [&sq], 0, sq.mean_keepdim(D::Minus1))?;
-        let inv = t!("rsqrt", m, [&ms], 0, ms.affine(1.0, self.eps)?.sqrt()?.recip())?;
+        let inv = t!(
+            "rsqrt",
+            m,
+            [&ms],
+            0,
+            ms.affine(1.0, self.eps)?.sqrt()?.recip()
+        )?;
         let xn = t!("mul", m, [x, &inv], 0, x.broadcast_mul(&inv))?;
         t!("mul", m, [&xn, &self.w], 0, xn.broadcast_mul(&self.w))
     }
@@ -381,13 +386,23 @@ impl Transformer {
 
     /// Logits `[B, T, V]` for tokens `ids` `[B, T]` (u32). With a cache, the new keys/values
     /// are appended and attention covers cached + new positions (`attn.mask` must span both).
-    pub fn forward(&self, ids: &Tensor, attn: &Attn, cache: Option<&mut KvCache>) -> Result<Tensor> {
+    pub fn forward(
+        &self,
+        ids: &Tensor,
+        attn: &Attn,
+        cache: Option<&mut KvCache>,
+    ) -> Result<Tensor> {
         let x = self.hidden(ids, attn, cache)?;
         self.head(&x)
     }
 
     /// Logits of the last position only, `[B, 1, V]` (generation).
-    pub fn forward_last(&self, ids: &Tensor, attn: &Attn, cache: Option<&mut KvCache>) -> Result<Tensor> {
+    pub fn forward_last(
+        &self,
+        ids: &Tensor,
+        attn: &Attn,
+        cache: Option<&mut KvCache>,
+    ) -> Result<Tensor> {
         let x = self.hidden(ids, attn, cache)?;
         let t = x.dim(1)?;
         self.head(&x.narrow(1, t - 1, 1)?.contiguous()?)
@@ -397,7 +412,13 @@ impl Transformer {
         let (b, t) = ids.dims2()?;
         let flat = ids.flatten_all()?;
         let emb = intern_embed();
-        let x = t!("embedding", emb, [&self.embed, &flat], 0, self.embed.index_select(&flat, 0))?;
+        let x = t!(
+            "embedding",
+            emb,
+            [&self.embed, &flat],
+            0,
+            self.embed.index_select(&flat, 0)
+        )?;
         let mut x = x.reshape((b, t, self.config.hidden_size))?;
         let (cos, sin) = self.rope_at(&attn.positions)?;
         for (li, layer) in self.layers.iter().enumerate() {
@@ -467,7 +488,13 @@ fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor, module: NameId) -> Result<
     let d = x.dim(D::Minus1)?;
     let x1 = x.narrow(D::Minus1, 0, d / 2)?;
     let x2 = x.narrow(D::Minus1, d / 2, d / 2)?;
-    let rot = t!("cat", module, [&x2, &x1], 0, Tensor::cat(&[&x2.neg()?, &x1], D::Minus1))?;
+    let rot = t!(
+        "cat",
+        module,
+        [&x2, &x1],
+        0,
+        Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)
+    )?;
     let a = t!("mul", module, [x, cos], 0, x.broadcast_mul(cos))?;
     let b = t!("mul", module, [&rot, sin], 0, rot.broadcast_mul(sin))?;
     t!("add", module, [&a, &b], 0, a.add(&b))
@@ -485,9 +512,24 @@ impl Attention {
         let (b, t, _) = x.dims3()?;
         let (h, kvh, hd) = (self.heads, self.kv_heads, self.head_dim);
         let m = self.module;
-        let q = self.q.forward(x)?.reshape((b, t, h, hd))?.transpose(1, 2)?.contiguous()?;
-        let k = self.k.forward(x)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
-        let v = self.v.forward(x)?.reshape((b, t, kvh, hd))?.transpose(1, 2)?.contiguous()?;
+        let q = self
+            .q
+            .forward(x)?
+            .reshape((b, t, h, hd))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        let k = self
+            .k
+            .forward(x)?
+            .reshape((b, t, kvh, hd))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        let v = self
+            .v
+            .forward(x)?
+            .reshape((b, t, kvh, hd))?
+            .transpose(1, 2)?
+            .contiguous()?;
         let q = apply_rope(&q, cos, sin, m)?;
         let mut k = apply_rope(&k, cos, sin, m)?;
         let mut v = v;
@@ -506,7 +548,13 @@ impl Attention {
         let scale = 1.0 / (hd as f64).sqrt();
         let scores = t!("mul", m, [&scores], 0, scores.affine(scale, 0.0))?;
         let scores = t!("add", m, [&scores, mask], 0, scores.broadcast_add(mask))?;
-        let probs = t!("softmax", m, [&scores], 0, candle_nn::ops::softmax(&scores, D::Minus1))?;
+        let probs = t!(
+            "softmax",
+            m,
+            [&scores],
+            0,
+            candle_nn::ops::softmax(&scores, D::Minus1)
+        )?;
         let out = t!("matmul", m, [&probs, &v], flops, probs.matmul(&v))?;
         let out = out.transpose(1, 2)?.contiguous()?.reshape((b, t, h * hd))?;
         self.o.forward(&out)
@@ -543,11 +591,23 @@ pub fn token_logprobs(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<(T
     } else {
         logits.clone()
     };
-    let lsm = t!("log_softmax", m, [&logits], 0, candle_nn::ops::log_softmax(&logits, D::Minus1))?;
+    let lsm = t!(
+        "log_softmax",
+        m,
+        [&logits],
+        0,
+        candle_nn::ops::log_softmax(&logits, D::Minus1)
+    )?;
     let idx = targets.unsqueeze(D::Minus1)?;
     let lp = t!("gather", m, [&lsm, &idx], 0, lsm.gather(&idx, D::Minus1))?.squeeze(D::Minus1)?;
     let p = lsm.exp()?;
-    let ent = t!("entropy", m, [&p, &lsm], 0, p.mul(&lsm)?.sum(D::Minus1)?.neg())?;
+    let ent = t!(
+        "entropy",
+        m,
+        [&p, &lsm],
+        0,
+        p.mul(&lsm)?.sum(D::Minus1)?.neg()
+    )?;
     Ok((lp, ent))
 }
 
