@@ -37,8 +37,10 @@ pub fn load_hf(dir: &Path, device: &Device) -> Result<(ModelConfig, ParamStore, 
         .map_err(|e| TrainerError::checkpoint(&cfg_path, format!("cannot read: {e}")))?;
     let config: ModelConfig = serde_json::from_str(&text)
         .map_err(|e| TrainerError::checkpoint(&cfg_path, format!("invalid config.json: {e}")))?;
-    if config.hidden_size % config.num_attention_heads != 0
-        || config.num_attention_heads % config.kv_heads() != 0
+    if !config
+        .hidden_size
+        .is_multiple_of(config.num_attention_heads)
+        || !config.num_attention_heads.is_multiple_of(config.kv_heads())
     {
         return Err(TrainerError::checkpoint(
             &cfg_path,

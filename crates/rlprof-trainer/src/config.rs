@@ -380,14 +380,14 @@ impl TrainConfig {
             return;
         }
         let bs = self.data.train_batch_size;
-        if bs % world != 0 {
+        if !bs.is_multiple_of(world) {
             errors.push(format!(
                 "data.train_batch_size: {bs} prompts do not split evenly over {world} ranks \
                  (trainer.nnodes * trainer.n_gpus_per_node)"
             ));
         }
         let mini = self.actor.ppo_mini_batch_size;
-        if mini > bs || bs % mini != 0 {
+        if mini > bs || !bs.is_multiple_of(mini) {
             errors.push(format!(
                 "{AAR}.actor.ppo_mini_batch_size: {mini} must divide data.train_batch_size ({bs})"
             ));
@@ -398,14 +398,22 @@ impl TrainConfig {
                 self.overlong.len, self.data.max_response_length
             ));
         }
-        if self.model.path.is_none() && self.model.hidden_size % self.model.num_attention_heads != 0
+        if self.model.path.is_none()
+            && !self
+                .model
+                .hidden_size
+                .is_multiple_of(self.model.num_attention_heads)
         {
             errors.push(format!(
                 "{AAR}.model.hidden_size: {} is not a multiple of num_attention_heads ({})",
                 self.model.hidden_size, self.model.num_attention_heads
             ));
         }
-        if self.model.num_attention_heads % self.model.num_key_value_heads != 0 {
+        if !self
+            .model
+            .num_attention_heads
+            .is_multiple_of(self.model.num_key_value_heads)
+        {
             errors.push(format!(
                 "{AAR}.model.num_key_value_heads: {} must divide num_attention_heads ({})",
                 self.model.num_key_value_heads, self.model.num_attention_heads

@@ -55,7 +55,7 @@ impl Source {
 
     /// The validation prompts (a different seed of the built-in task).
     pub fn val(cfg: &DataConfig, seed: u64) -> Result<Source> {
-        Source::new(&cfg.val_files, cfg, seed ^ 0x5eed_0f_7e57)
+        Source::new(&cfg.val_files, cfg, seed ^ 0x005e_ed0f_7e57)
     }
 
     fn new(files: &[std::path::PathBuf], cfg: &DataConfig, seed: u64) -> Result<Source> {

@@ -158,7 +158,7 @@ fn train<C: Communicator>(
             report(Event::Step(m));
         }
         let sf = cfg.trainer.save_freq;
-        if (sf > 0 && step % sf == 0) || (sf > 0 && step == total) {
+        if sf > 0 && (step.is_multiple_of(sf) || step == total) {
             save(eng, &cfg, step)?;
         }
         steps += 1;
@@ -375,7 +375,7 @@ fn validation<C: Communicator>(
     step: u64,
 ) -> Result<Option<f64>> {
     let f = cfg.trainer.test_freq;
-    if f == 0 || step % f != 0 {
+    if f == 0 || !step.is_multiple_of(f) {
         return Ok(None);
     }
     let (rank, world) = (eng.comm.rank(), eng.comm.world_size());
