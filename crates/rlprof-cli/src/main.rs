@@ -26,7 +26,8 @@ enum Command {
         /// A `ppo_trainer.yaml`-layout file (default: the built-in GRPO config).
         #[arg(long, short)]
         config: Option<PathBuf>,
-        /// Hydra-style overrides: `a.b=v`, `+new.key=v`, lists `[1,2]`, `null`, `True`.
+        /// Optional config file first (same as `-c`), then Hydra-style overrides: `a.b=v`,
+        /// `+new.key=v`, lists `[1,2]`, `null`, `True`.
         overrides: Vec<String>,
         /// Do not show progress bars.
         #[arg(long)]
@@ -81,10 +82,16 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Train {
-            config,
-            overrides,
+            mut config,
+            mut overrides,
             quiet,
-        } => commands::train(config.as_deref(), &overrides, quiet),
+        } => {
+            // `rlprof train recipes/dapo.yaml k=v`: a leading argument without `=` is the file.
+            if config.is_none() && overrides.first().is_some_and(|a| !a.contains('=')) {
+                config = Some(overrides.remove(0).into());
+            }
+            commands::train(config.as_deref(), &overrides, quiet)
+        }
         Command::Config {
             command:
                 ConfigCommand::Check {

@@ -127,6 +127,8 @@ pub struct RolloutConfig {
     pub do_sample: bool,
     /// Samples per micro-batch of `compute_log_prob`.
     pub log_prob_micro_batch_size_per_gpu: usize,
+    /// Generate `max_response_length` tokens regardless of EOS.
+    pub ignore_eos: bool,
 }
 
 /// DAPO dynamic sampling (`algorithm.filter_groups`).
@@ -521,6 +523,7 @@ fn read_rollout(r: &mut Reader) -> RolloutConfig {
             },
         },
         do_sample: r.boolean(&format!("{p}.do_sample"), true),
+        ignore_eos: r.boolean(&format!("{p}.ignore_eos"), false),
         log_prob_micro_batch_size_per_gpu: r
             .size(&format!("{p}.log_prob_micro_batch_size_per_gpu"), 32),
     }

@@ -54,6 +54,8 @@ pub struct Sampling {
     pub max_tokens: usize,
     /// Base seed; every row draws from its own stream keyed by its global index.
     pub seed: u64,
+    /// Keep generating past EOS up to `max_tokens` (benchmarks: fixed response length).
+    pub ignore_eos: bool,
 }
 
 /// Statistics of one `update_actor` call, summed over micro-batches and ranks.
@@ -236,7 +238,7 @@ impl<C: Communicator> Engine<C> {
             for i in 0..b {
                 if !done[i] {
                     out[i].push(next[i]);
-                    done[i] = next[i] == self.tok.eos_id;
+                    done[i] = !s.ignore_eos && next[i] == self.tok.eos_id;
                 }
             }
             if t + 1 == s.max_tokens || done.iter().all(|d| *d) {

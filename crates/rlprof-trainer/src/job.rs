@@ -263,6 +263,7 @@ fn sampling(cfg: &TrainConfig, step: u64, salt: u64) -> Sampling {
         do_sample: cfg.rollout.do_sample,
         max_tokens: cfg.data.max_response_length,
         seed: mix(mix(cfg.trainer.seed, step), salt),
+        ignore_eos: cfg.rollout.ignore_eos,
     }
 }
 

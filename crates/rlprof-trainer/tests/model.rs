@@ -35,6 +35,7 @@ fn kv_cache_greedy_decoding_equals_uncached_decoding() {
         do_sample: false,
         max_tokens: 8,
         seed: 1,
+        ignore_eos: false,
     };
     // Batched (left-padded prompts of different lengths) with the cache...
     let cached = eng

@@ -420,11 +420,15 @@ impl Transformer {
             self.embed.index_select(&flat, 0)
         )?;
         let mut x = x.reshape((b, t, self.config.hidden_size))?;
-        let (cos, sin) = self.rope_at(&attn.positions)?;
+        let rope = self.rope_at(&attn.positions)?;
+        // Expanded once per call to the attention shape, contiguous: candle's same-shape binary
+        // kernels (forward and backward) are much faster than its strided broadcast path.
+        let (h, tk) = (self.config.num_attention_heads, attn.mask.dim(3)?);
+        let mask = attn.mask.broadcast_as((b, h, t, tk))?.contiguous()?;
         for (li, layer) in self.layers.iter().enumerate() {
             let h = layer.norm1.forward(&x)?;
             let kv = cache.as_deref_mut().map(|c| &mut c.layers[li]);
-            let a = layer.attn.forward(&h, &cos, &sin, &attn.mask, kv)?;
+            let a = layer.attn.forward(&h, &rope, &mask, kv)?;
             x = t!("add", layer.attn.module, [&x, &a], 0, x.add(&a))?;
             let h = layer.norm2.forward(&x)?;
             let m = layer.mlp.forward(&h)?;
@@ -442,13 +446,20 @@ impl Transformer {
         .forward(x)
     }
 
-    fn rope_at(&self, positions: &Tensor) -> Result<(Tensor, Tensor)> {
+    fn rope_at(&self, positions: &Tensor) -> Result<Rope> {
         let (b, t) = positions.dims2()?;
         let flat = positions.flatten_all()?;
         let hd = self.config.head_dim();
         let cos = self.cos.index_select(&flat, 0)?.reshape((b, 1, t, hd))?;
         let sin = self.sin.index_select(&flat, 0)?.reshape((b, 1, t, hd))?;
-        Ok((cos, sin))
+        let expand = |x: &Tensor, heads: usize| x.broadcast_as((b, heads, t, hd))?.contiguous();
+        let (h, kv) = (self.config.num_attention_heads, self.config.kv_heads());
+        Ok(Rope {
+            cos_q: expand(&cos, h)?,
+            sin_q: expand(&sin, h)?,
+            cos_k: expand(&cos, kv)?,
+            sin_k: expand(&sin, kv)?,
+        })
     }
 }
 
@@ -483,7 +494,15 @@ fn rope_tables(config: &ModelConfig, device: &Device) -> Result<(Tensor, Tensor)
     ))
 }
 
-/// `x * cos + rotate_half(x) * sin` from primitive ops; x `[B, H, T, D]`.
+/// RoPE tables at the call's positions, expanded to the query and key head counts.
+struct Rope {
+    cos_q: Tensor,
+    sin_q: Tensor,
+    cos_k: Tensor,
+    sin_k: Tensor,
+}
+
+/// `x * cos + rotate_half(x) * sin` from primitive ops; x, cos, sin `[B, H, T, D]`.
 fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor, module: NameId) -> Result<Tensor> {
     let d = x.dim(D::Minus1)?;
     let x1 = x.narrow(D::Minus1, 0, d / 2)?;
@@ -495,8 +514,8 @@ fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor, module: NameId) -> Result<
         0,
         Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)
     )?;
-    let a = t!("mul", module, [x, cos], 0, x.broadcast_mul(cos))?;
-    let b = t!("mul", module, [&rot, sin], 0, rot.broadcast_mul(sin))?;
+    let a = t!("mul", module, [x, cos], 0, x.mul(cos))?;
+    let b = t!("mul", module, [&rot, sin], 0, rot.mul(sin))?;
     t!("add", module, [&a, &b], 0, a.add(&b))
 }
 
@@ -504,8 +523,7 @@ impl Attention {
     fn forward(
         &self,
         x: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
+        rope: &Rope,
         mask: &Tensor,
         cache: Option<&mut Option<(Tensor, Tensor)>>,
     ) -> Result<Tensor> {
@@ -530,8 +548,8 @@ impl Attention {
             .reshape((b, t, kvh, hd))?
             .transpose(1, 2)?
             .contiguous()?;
-        let q = apply_rope(&q, cos, sin, m)?;
-        let mut k = apply_rope(&k, cos, sin, m)?;
+        let q = apply_rope(&q, &rope.cos_q, &rope.sin_q, m)?;
+        let mut k = apply_rope(&k, &rope.cos_k, &rope.sin_k, m)?;
         let mut v = v;
         if let Some(slot) = cache {
             if let Some((pk, pv)) = slot.as_ref() {
@@ -547,7 +565,7 @@ impl Attention {
         let scores = t!("matmul", m, [&q, &kt], flops, q.matmul(&kt))?;
         let scale = 1.0 / (hd as f64).sqrt();
         let scores = t!("mul", m, [&scores], 0, scores.affine(scale, 0.0))?;
-        let scores = t!("add", m, [&scores, mask], 0, scores.broadcast_add(mask))?;
+        let scores = t!("add", m, [&scores, mask], 0, scores.add(mask))?;
         let probs = t!(
             "softmax",
             m,

@@ -1,0 +1,80 @@
+//! Fine-grained collection by config: a discrete rollout collection with a decode-step schedule
+//! holds exactly the scheduled decode steps and is far smaller than the unscheduled one.
+
+use rlprof_profiler::raw::RawSummary;
+use rlprof_profiler::record::{Kind, RangeCat};
+use std::path::{Path, PathBuf};
+
+const DEFAULT: &str = include_str!("../../../configs/grpo_default.yaml");
+
+fn rollout_raw(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rollout_raw(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rlraw")
+            && p.to_string_lossy().contains("/rollout_generate/")
+        {
+            out.push(p);
+        }
+    }
+}
+
+/// Runs one profiled step (discrete mode, rank 0) and returns (events, decode ids) of the
+/// rollout collection.
+fn rollout_collection(schedule: &[&str]) -> (u64, Vec<u64>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let save = tmp.path().join("prof");
+    let mut overrides: Vec<String> = vec![
+        format!("global_profiler.save_path={}", save.display()),
+        "global_profiler.steps=[1]".into(),
+        "actor_rollout_ref.actor.profiler.all_ranks=False".into(),
+        "actor_rollout_ref.actor.profiler.ranks=[0]".into(),
+        "actor_rollout_ref.actor.profiler.tool_config.npu.discrete=True".into(),
+        "actor_rollout_ref.actor.profiler.tool_config.npu.analysis=False".into(),
+        "trainer.total_training_steps=1".into(),
+        "trainer.sft_warmup_steps=0".into(),
+        format!("trainer.default_local_dir={}", tmp.path().join("ckpt").display()),
+        "data.train_batch_size=4".into(),
+        "data.max_response_length=16".into(),
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2".into(),
+        "actor_rollout_ref.rollout.n=2".into(),
+        "actor_rollout_ref.model.hidden_size=32".into(),
+        "actor_rollout_ref.model.num_hidden_layers=2".into(),
+        "actor_rollout_ref.model.intermediate_size=64".into(),
+    ];
+    overrides.extend(schedule.iter().map(|s| s.to_string()));
+    let doc = rlprof_profiler::config::load_document_str(DEFAULT, "default", &overrides).unwrap();
+    let plan = rlprof_profiler::config::build_plan(&doc).unwrap();
+    let profiler = rlprof_profiler::Profiler::new(plan);
+    rlprof_trainer::run(&doc, profiler, Default::default()).unwrap();
+    let mut files = Vec::new();
+    rollout_raw(&save, &mut files);
+    assert_eq!(files.len(), 1, "one rollout collection on rank 0: {files:?}");
+    let s = RawSummary::read(&files[0], true).unwrap();
+    let mut ids = Vec::new();
+    for (i, (_, r)) in s.kept.iter().enumerate() {
+        if r.kind == Kind::Range as u8 && r.cat == RangeCat::Iteration as u8 {
+            let ext = s.kept[i + 1].1;
+            assert_eq!(ext.kind, Kind::Ext as u8);
+            ids.push(ext.ts);
+        }
+    }
+    (s.end.expect("clean end").0, ids)
+}
+
+#[test]
+fn decode_step_schedule_collects_only_its_steps() {
+    let (all_events, all_ids) = rollout_collection(&[]);
+    assert!(all_ids.is_empty(), "no markers without a schedule");
+    let (events, ids) = rollout_collection(&[
+        "+actor_rollout_ref.rollout.profiler.tool_config.npu.schedule.skip_first=3",
+        "+actor_rollout_ref.rollout.profiler.tool_config.npu.schedule.warmup=1",
+        "+actor_rollout_ref.rollout.profiler.tool_config.npu.schedule.active=2",
+    ]);
+    assert_eq!(ids, vec![4, 5], "skip 3, warm up 1, record 2");
+    assert!(
+        all_events >= 5 * events,
+        "scheduled {events} events vs unscheduled {all_events}"
+    );
+}
