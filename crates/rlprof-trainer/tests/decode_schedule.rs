@@ -34,7 +34,10 @@ fn rollout_collection(schedule: &[&str]) -> (u64, Vec<u64>) {
         "actor_rollout_ref.actor.profiler.tool_config.npu.analysis=False".into(),
         "trainer.total_training_steps=1".into(),
         "trainer.sft_warmup_steps=0".into(),
-        format!("trainer.default_local_dir={}", tmp.path().join("ckpt").display()),
+        format!(
+            "trainer.default_local_dir={}",
+            tmp.path().join("ckpt").display()
+        ),
         "data.train_batch_size=4".into(),
         "data.max_response_length=16".into(),
         "actor_rollout_ref.actor.ppo_mini_batch_size=2".into(),
@@ -50,7 +53,11 @@ fn rollout_collection(schedule: &[&str]) -> (u64, Vec<u64>) {
     rlprof_trainer::run(&doc, profiler, Default::default()).unwrap();
     let mut files = Vec::new();
     rollout_raw(&save, &mut files);
-    assert_eq!(files.len(), 1, "one rollout collection on rank 0: {files:?}");
+    assert_eq!(
+        files.len(),
+        1,
+        "one rollout collection on rank 0: {files:?}"
+    );
     let s = RawSummary::read(&files[0], true).unwrap();
     let mut ids = Vec::new();
     for (i, (_, r)) in s.kept.iter().enumerate() {

@@ -1,0 +1,74 @@
+//! Step time with collection on vs off, and per phase, on the PyTorch-peer workload
+//! (`configs/bench_torch_peer.yaml`): runs alternate (off, on, off, on, ...) in one process so
+//! that machine noise hits both; medians over all steps but the first of each run.
+//!
+//! `cargo bench -p rlprof-trainer --bench step_overhead -- [reps] [steps]`
+
+use rlprof_profiler::{ProfilePlan, Profiler};
+use std::collections::BTreeMap;
+
+#[global_allocator]
+static GLOBAL: rlprof_profiler::alloc::TrackingAllocator =
+    rlprof_profiler::alloc::TrackingAllocator::system();
+
+const CONFIG: &str = include_str!("../../../configs/bench_torch_peer.yaml");
+const PHASES: [&str; 5] = ["gen", "old_log_prob", "ref", "update_actor", "step"];
+
+fn run(on: bool, steps: u64, dir: &std::path::Path) -> BTreeMap<&'static str, Vec<f64>> {
+    let step_list: Vec<String> = (1..=steps).map(|s| s.to_string()).collect();
+    let overrides = vec![
+        format!("trainer.total_training_steps={steps}"),
+        format!("trainer.default_local_dir={}", dir.join("ckpt").display()),
+        format!("global_profiler.save_path={}", dir.join("prof").display()),
+        format!("global_profiler.steps=[{}]", step_list.join(",")),
+    ];
+    let doc = rlprof_profiler::config::load_document_str(CONFIG, "bench", &overrides).unwrap();
+    let plan = if on {
+        rlprof_profiler::config::build_plan(&doc).unwrap()
+    } else {
+        ProfilePlan::disabled(2)
+    };
+    let summary = rlprof_trainer::run(&doc, Profiler::new(plan), Default::default()).unwrap();
+    let mut out: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for m in summary.metrics.iter().skip(1) {
+        for p in PHASES {
+            out.entry(p).or_default().push(m.timing_s[p]);
+        }
+    }
+    out
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let reps = args.first().copied().unwrap_or(3);
+    let steps = args.get(1).copied().unwrap_or(6);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut off: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut on: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for rep in 0..reps {
+        for (flag, acc) in [(false, &mut off), (true, &mut on)] {
+            let dir = tmp.path().join(format!("r{rep}_{flag}"));
+            for (k, v) in run(flag, steps, &dir) {
+                acc.entry(k).or_default().extend(v);
+            }
+        }
+        eprintln!("rep {}/{reps} done", rep + 1);
+    }
+    println!(
+        "phase          off_ms    on_ms   on/off   (medians of {} steps each)",
+        off["step"].len()
+    );
+    for p in PHASES {
+        let a = median(off.get_mut(p).unwrap()) * 1e3;
+        let b = median(on.get_mut(p).unwrap()) * 1e3;
+        println!("{p:<12} {a:>8.1} {b:>8.1} {:>8.3}", b / a);
+    }
+}
