@@ -464,10 +464,25 @@ fn step_metrics<C: Communicator>(
     })
 }
 
+/// Gives each of `local_ranks` ranks of this process its share of the cores for candle's CPU
+/// kernels, unless the user set `CANDLE_NUM_THREADS` / `RAYON_NUM_THREADS`. Must run before the
+/// first tensor op. Without it, every rank thread feeds candle's one global spinning thread pool
+/// and the ranks spin against each other (measured: 3.9x slower steps with 2 ranks on 2 cores).
+pub fn configure_engine_threads(local_ranks: usize) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per_rank = (cores / local_ranks.max(1)).max(1).to_string();
+    for var in ["CANDLE_NUM_THREADS", "RAYON_NUM_THREADS"] {
+        if std::env::var_os(var).is_none() {
+            std::env::set_var(var, &per_rank);
+        }
+    }
+}
+
 /// Runs the job with `trainer.nnodes * trainer.n_gpus_per_node` in-process ranks.
 pub fn run(doc: &serde_yaml::Value, profiler: Profiler, opts: RunOptions) -> Result<RunSummary> {
     let cfg = TrainConfig::from_doc(doc)?;
     let world = cfg.world_size();
+    configure_engine_threads(world);
     let t0 = Instant::now();
     let metrics_path = opts.metrics_path.clone().unwrap_or_else(|| {
         let ts = std::time::SystemTime::now()

@@ -180,11 +180,8 @@ impl RmsNorm {
             0,
             ms.affine(1.0, self.eps)?.sqrt()?.recip()
         )?;
-        // Same-shape operands: candle's contiguous binary kernels beat its broadcast path.
-        let inv = inv.broadcast_as(x.shape())?.contiguous()?;
-        let xn = t!("mul", m, [x, &inv], 0, x.mul(&inv))?;
-        let w = self.w.broadcast_as(x.shape())?.contiguous()?;
-        t!("mul", m, [&xn, &w], 0, xn.mul(&w))
+        let xn = t!("mul", m, [x, &inv], 0, x.broadcast_mul(&inv))?;
+        t!("mul", m, [&xn, &self.w], 0, xn.broadcast_mul(&self.w))
     }
 }
 
