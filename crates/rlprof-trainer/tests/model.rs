@@ -94,22 +94,16 @@ fn hugging_face_directory_round_trips() {
     let loaded = build_engine(&cfg(&path), one_rank()).unwrap();
     let ids = vec![eng.tok.encode("12+3=").unwrap()];
     let attn = Attn::full(&[vec![true; 5]], &Device::Cpu).unwrap();
-    let a = eng
-        .rollout_model()
-        .forward(&ids_tensor(&ids, &Device::Cpu).unwrap(), &attn, None)
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .to_vec1::<f32>()
-        .unwrap();
-    let b = loaded
-        .rollout_model()
-        .forward(&ids_tensor(&ids, &Device::Cpu).unwrap(), &attn, None)
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .to_vec1::<f32>()
-        .unwrap();
+    let logits = |e: &rlprof_trainer::engine::Engine<InProcess>| {
+        e.rollout_model()
+            .forward(&ids_tensor(&ids, &Device::Cpu).unwrap(), &attn, None)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()
+    };
+    let (a, b) = (logits(&eng), logits(&loaded));
     assert_eq!(a, b);
 }
 

@@ -322,16 +322,19 @@ impl Transformer {
             })
         };
         let eps = config.rms_norm_eps;
+        let norm = |p: &str| -> Result<RmsNorm> {
+            Ok(RmsNorm {
+                w: get(&format!("{p}.weight"))?,
+                eps,
+                module: intern(p),
+            })
+        };
         let mut layers = Vec::new();
         for l in 0..config.num_hidden_layers {
             let p = format!("model.layers.{l}");
             let bias = config.qkv_bias();
             layers.push(Layer {
-                norm1: RmsNorm {
-                    w: get(&format!("{p}.input_layernorm.weight"))?,
-                    eps,
-                    module: intern(&format!("{p}.input_layernorm")),
-                },
+                norm1: norm(&format!("{p}.input_layernorm"))?,
                 attn: Attention {
                     q: lin(&format!("{p}.self_attn.q_proj"), bias)?,
                     k: lin(&format!("{p}.self_attn.k_proj"), bias)?,
@@ -342,11 +345,7 @@ impl Transformer {
                     head_dim: config.head_dim(),
                     module: intern(&format!("{p}.self_attn")),
                 },
-                norm2: RmsNorm {
-                    w: get(&format!("{p}.post_attention_layernorm.weight"))?,
-                    eps,
-                    module: intern(&format!("{p}.post_attention_layernorm")),
-                },
+                norm2: norm(&format!("{p}.post_attention_layernorm"))?,
                 mlp: Mlp {
                     gate: lin(&format!("{p}.mlp.gate_proj"), false)?,
                     up: lin(&format!("{p}.mlp.up_proj"), false)?,
@@ -367,11 +366,7 @@ impl Transformer {
             config: config.clone(),
             embed,
             layers,
-            norm: RmsNorm {
-                w: get("model.norm.weight")?,
-                eps,
-                module: intern("model.norm"),
-            },
+            norm: norm("model.norm")?,
             lm_head,
             cos,
             sin,
