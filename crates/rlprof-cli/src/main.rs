@@ -78,6 +78,7 @@ enum ConfigCommand {
 }
 
 fn main() -> std::process::ExitCode {
+    rlprof_trainer::job::tune_host_allocator();
     commands::init_logging();
     let cli = Cli::parse();
     let result = match cli.command {

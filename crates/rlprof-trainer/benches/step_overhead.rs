@@ -44,6 +44,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
+    rlprof_trainer::job::tune_host_allocator();
     let args: Vec<u64> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())
