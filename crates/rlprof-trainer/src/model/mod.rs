@@ -166,11 +166,23 @@ struct RmsNorm {
     w: Tensor,
     eps: f64,
     module: NameId,
+    /// No-grad model: candle's fused kernel (it has no backward pass).
+    fused: bool,
 }
 
 impl RmsNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let m = self.module;
+        if self.fused {
+            let eps = self.eps as f32;
+            return t!(
+                "rms_norm",
+                m,
+                [x, &self.w],
+                0,
+                candle_nn::ops::rms_norm(x, &self.w, eps)
+            );
+        }
         let sq = t!("pow", m, [x], 0, x.sqr())?;
         let ms = t!("mean", m, [&sq], 0, sq.mean_keepdim(D::Minus1))?;
         let inv = t!(
@@ -194,6 +206,8 @@ struct Attention {
     kv_heads: usize,
     head_dim: usize,
     module: NameId,
+    /// No-grad model: fused RoPE and softmax kernels.
+    fused: bool,
 }
 
 struct Mlp {
@@ -302,6 +316,7 @@ pub struct Transformer {
     lm_head: Tensor,
     cos: Tensor,
     sin: Tensor,
+    fused: bool,
     device: Device,
 }
 
@@ -327,6 +342,7 @@ impl Transformer {
                 w: get(&format!("{p}.weight"))?,
                 eps,
                 module: intern(p),
+                fused: !trainable,
             })
         };
         let mut layers = Vec::new();
@@ -344,6 +360,7 @@ impl Transformer {
                     kv_heads: config.kv_heads(),
                     head_dim: config.head_dim(),
                     module: intern(&format!("{p}.self_attn")),
+                    fused: !trainable,
                 },
                 norm2: norm(&format!("{p}.post_attention_layernorm"))?,
                 mlp: Mlp {
@@ -370,6 +387,7 @@ impl Transformer {
             lm_head,
             cos,
             sin,
+            fused: !trainable,
             device,
         })
     }
@@ -447,6 +465,17 @@ impl Transformer {
         let hd = self.config.head_dim();
         let cos = self.cos.index_select(&flat, 0)?.reshape((b, 1, t, hd))?;
         let sin = self.sin.index_select(&flat, 0)?.reshape((b, 1, t, hd))?;
+        if self.fused {
+            // The fused kernel takes the first half of the (duplicated) tables, `[B, T, D/2]`.
+            let half = |x: Tensor| x.reshape((b, t, hd))?.narrow(2, 0, hd / 2)?.contiguous();
+            let (c, s) = (half(cos)?, half(sin)?);
+            return Ok(Rope {
+                cos_q: c.clone(),
+                sin_q: s.clone(),
+                cos_k: c,
+                sin_k: s,
+            });
+        }
         let expand = |x: &Tensor, heads: usize| x.broadcast_as((b, heads, t, hd))?.contiguous();
         let (h, kv) = (self.config.num_attention_heads, self.config.kv_heads());
         Ok(Rope {
@@ -543,8 +572,20 @@ impl Attention {
             .reshape((b, t, kvh, hd))?
             .transpose(1, 2)?
             .contiguous()?;
-        let q = apply_rope(&q, &rope.cos_q, &rope.sin_q, m)?;
-        let mut k = apply_rope(&k, &rope.cos_k, &rope.sin_k, m)?;
+        let (q, mut k) = if self.fused {
+            let f = |x: &Tensor, c: &Tensor, s: &Tensor| {
+                t!("rope", m, [x, c], 0, candle_nn::rotary_emb::rope(x, c, s))
+            };
+            (
+                f(&q, &rope.cos_q, &rope.sin_q)?,
+                f(&k, &rope.cos_k, &rope.sin_k)?,
+            )
+        } else {
+            (
+                apply_rope(&q, &rope.cos_q, &rope.sin_q, m)?,
+                apply_rope(&k, &rope.cos_k, &rope.sin_k, m)?,
+            )
+        };
         let mut v = v;
         if let Some(slot) = cache {
             if let Some((pk, pv)) = slot.as_ref() {
