@@ -2,7 +2,8 @@
 //! and the report's numbers equal an independent computation over the trace's events.
 //!
 //! The PyTorch traces in tests/data/torch were written by hand in the exact shape PyTorch's
-//! profiler (kineto) writes (no torch installation is available to generate real ones).
+//! profiler (kineto) writes, with memory and NCCL events; tests/data/torch_real holds two real
+//! traces written by PyTorch 2.15.0's profiler on the reference workload.
 
 use rlprof_report::{load, summarise, Limits};
 use std::collections::BTreeMap;
@@ -198,4 +199,58 @@ fn without_trace_view_the_kernels_come_from_kernel_details() {
     let report = summarise(&load(tmp.path(), &Limits::default()).unwrap());
     let mm = report.top.iter().find(|r| r.name == "MatMulV2").unwrap();
     assert_eq!((mm.count, mm.total_ns), (4, 100_000));
+}
+
+/// Real traces: `shared/bench/torch_grpo_step.py fixture --active 1 --cpu-only` under PyTorch
+/// 2.15.0 (2 gloo ranks, one profiled step each), gzipped.
+#[test]
+fn real_pytorch_traces_load_with_ranks_steps_and_exact_op_times() {
+    let dir = data("torch_real");
+    let loaded = load(&dir, &Limits::default()).unwrap();
+    assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
+    assert_eq!(loaded.profiles.len(), 2);
+    let report = summarise(&loaded);
+    let mut want: BTreeMap<String, (u64, i64, i64)> = BTreeMap::new();
+    let mut ranks = Vec::new();
+    for f in std::fs::read_dir(&dir).unwrap() {
+        let gz = std::fs::File::open(f.unwrap().path()).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_reader(flate2::read::GzDecoder::new(gz)).unwrap();
+        ranks.push(v["distributedInfo"]["rank"].as_u64().unwrap());
+        for (k, (c, t, s)) in independent_ops(&v) {
+            let e = want.entry(k).or_default();
+            e.0 += c;
+            e.1 += t;
+            e.2 += s;
+        }
+    }
+    ranks.sort();
+    assert_eq!(ranks, vec![0, 1]);
+    assert!(want.contains_key("aten::linear") && want.contains_key("aten::mm"));
+    let mut checked = 0;
+    for (name, (count, total, selft)) in &want {
+        let row = report
+            .top
+            .iter()
+            .find(|r| r.kind.as_str() == "op" && &r.name == name)
+            .unwrap_or_else(|| panic!("{name} missing"));
+        assert_eq!(row.count, *count, "{name}");
+        // Microsecond timestamps with 3 decimals: allow 1 ns of rounding per event.
+        assert!(
+            (row.total_ns as i64 - total).abs() <= *count as i64,
+            "{name}"
+        );
+        assert!(
+            (row.self_ns as i64 - selft).abs() <= 2 * *count as i64,
+            "{name}"
+        );
+        checked += 1;
+    }
+    assert!(checked > 20, "{checked} op names checked");
+    let steps: Vec<_> = report
+        .breakdown
+        .iter()
+        .map(|r| (r.rank, r.step.clone()))
+        .collect();
+    assert_eq!(steps.len(), 2, "one profiled step per rank: {steps:?}");
 }

@@ -26,9 +26,13 @@ fn small(dir: &std::path::Path, extra: &[String]) -> serde_yaml::Value {
 }
 
 fn params(doc: &serde_yaml::Value) -> Vec<f32> {
-    rlprof_trainer::run(doc, Profiler::new(ProfilePlan::disabled(2)), Default::default())
-        .unwrap()
-        .final_params
+    rlprof_trainer::run(
+        doc,
+        Profiler::new(ProfilePlan::disabled(2)),
+        Default::default(),
+    )
+    .unwrap()
+    .final_params
 }
 
 #[test]
@@ -63,7 +67,10 @@ fn fixed_seed_reproduces_and_resume_continues_exactly() {
     .unwrap();
     assert_eq!(resumed.steps, 1, "only step 3 runs after resuming at 2");
     assert_eq!(resumed.metrics[0].step, 3);
-    assert_eq!(resumed.final_params, a, "resumed run equals the uninterrupted one");
+    assert_eq!(
+        resumed.final_params, a,
+        "resumed run equals the uninterrupted one"
+    );
 }
 
 #[test]
@@ -91,6 +98,9 @@ fn non_finite_loss_is_an_error_naming_the_step() {
         ref_logp: vec![0.0; resp.len()],
     };
     let err = eng.update_actor(&[s.clone(), s], 7).unwrap_err();
-    assert!(matches!(err, TrainerError::NonFinite { step: 7, .. }), "{err}");
+    assert!(
+        matches!(err, TrainerError::NonFinite { step: 7, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("step 7"), "{err}");
 }
