@@ -69,7 +69,7 @@ impl Source {
         }
         let mut rows = Vec::new();
         for f in files {
-            rows.extend(load_jsonl(f)?);
+            rows.extend(load_rows(f)?);
         }
         if rows.is_empty() {
             return Err(TrainerError::Data {
@@ -177,17 +177,19 @@ pub fn eval_expr(expr: &str) -> Option<i64> {
         .try_fold(0i64, |acc, (t, s)| acc.checked_add(t * s))
 }
 
+/// Reads a verl-style dataset: JSONL (one object per line) or parquet (verl's own preprocessing
+/// output, e.g. `examples/data_preprocess/gsm8k.py`), by extension.
+pub fn load_rows(path: &Path) -> Result<Vec<Prompt>> {
+    if path.extension().is_some_and(|e| e == "parquet") {
+        load_parquet(path)
+    } else {
+        load_jsonl(path)
+    }
+}
+
 /// Reads a verl-style JSONL file. `prompt` may be a string or a list of chat messages (their
 /// `content`s are joined); errors name the file and line.
 pub fn load_jsonl(path: &Path) -> Result<Vec<Prompt>> {
-    if path.extension().is_some_and(|e| e == "parquet") {
-        return Err(TrainerError::Data {
-            path: path.into(),
-            message: "parquet datasets are not readable by this build; convert to JSONL \
-                      (one object per line with prompt, reward_model.ground_truth, data_source)"
-                .into(),
-        });
-    }
     let text = std::fs::read_to_string(path).map_err(|e| TrainerError::io(path, e))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -199,33 +201,61 @@ pub fn load_jsonl(path: &Path) -> Result<Vec<Prompt>> {
             message: format!("line {}: {m}", i + 1),
         };
         let v: Value = serde_json::from_str(line).map_err(|e| err(e.to_string()))?;
-        let text = match v.get("prompt") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Array(msgs)) => msgs
-                .iter()
-                .filter_map(|m| m.get("content").and_then(|c| c.as_str()))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            _ => return Err(err("missing 'prompt' (string or list of messages)".into())),
-        };
-        let gt = match v.pointer("/reward_model/ground_truth") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Number(n)) => n.to_string(),
-            _ => return Err(err("missing 'reward_model.ground_truth'".into())),
-        };
-        let source = v
-            .get("data_source")
-            .and_then(|s| s.as_str())
-            .unwrap_or("unknown")
-            .to_string();
-        out.push(Prompt {
-            text,
-            ground_truth: gt,
-            data_source: source,
-            solution: None,
-        });
+        out.push(row_to_prompt(&v).map_err(err)?);
     }
     Ok(out)
+}
+
+/// Reads a verl-style parquet file through the `parquet` crate's row reader; errors name the
+/// file and row.
+pub fn load_parquet(path: &Path) -> Result<Vec<Prompt>> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let err = |m: String| TrainerError::Data {
+        path: path.into(),
+        message: m,
+    };
+    let file = std::fs::File::open(path).map_err(|e| TrainerError::io(path, e))?;
+    let reader =
+        SerializedFileReader::new(file).map_err(|e| err(format!("not a parquet file: {e}")))?;
+    let rows = reader
+        .get_row_iter(None)
+        .map_err(|e| err(format!("unreadable rows: {e}")))?;
+    let mut out = Vec::new();
+    for (i, row) in rows.enumerate() {
+        let row = row.map_err(|e| err(format!("row {i}: {e}")))?;
+        let v = row.to_json_value();
+        out.push(row_to_prompt(&v).map_err(|m| err(format!("row {i}: {m}")))?);
+    }
+    Ok(out)
+}
+
+/// One dataset row (as JSON) to a prompt.
+fn row_to_prompt(v: &Value) -> std::result::Result<Prompt, String> {
+    let text = match v.get("prompt") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(msgs)) => msgs
+            .iter()
+            .filter_map(|m| m.get("content").and_then(|c| c.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => return Err("missing 'prompt' (string or list of messages)".into()),
+    };
+    let gt = match v.pointer("/reward_model/ground_truth") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => return Err("missing 'reward_model.ground_truth'".into()),
+    };
+    let source = v
+        .get("data_source")
+        .and_then(|s| s.as_str())
+        .unwrap_or("unknown")
+        .to_string();
+    Ok(Prompt {
+        text,
+        ground_truth: gt,
+        data_source: source,
+        solution: None,
+    })
 }
 
 #[cfg(test)]
@@ -270,5 +300,37 @@ mod tests {
         std::fs::write(&p, "{\"prompt\":\"x\"}\n").unwrap();
         let e = load_jsonl(&p).unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("ground_truth"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod parquet_tests {
+    use super::*;
+
+    /// `tests/data/gsm8k_sample.parquet` was written by pyarrow in the layout of verl's
+    /// `examples/data_preprocess/gsm8k.py` (prompt = list of {content, role} structs,
+    /// reward_model = {ground_truth, style}, plus ability / extra_info columns).
+    #[test]
+    fn verl_parquet_rows_load() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gsm8k_sample.parquet");
+        let rows = load_rows(&p).unwrap();
+        assert_eq!(rows.len(), 3);
+        assert!(
+            rows[0].text.starts_with("Natalia sold 48 clips"),
+            "{:?}",
+            rows[0]
+        );
+        assert_eq!(rows[0].ground_truth, "72");
+        assert_eq!(rows[0].data_source, "openai/gsm8k");
+        assert_eq!(rows[2].data_source, "rlprof/arithmetic");
+        let e = load_rows(Path::new("Cargo.toml.parquet"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Cargo.toml.parquet"), "{e}");
+        let bad = std::env::temp_dir().join(format!("rlprof-bad-{}.parquet", std::process::id()));
+        std::fs::write(&bad, b"not parquet").unwrap();
+        let e = load_rows(&bad).unwrap_err().to_string();
+        assert!(e.contains("not a parquet file"), "{e}");
+        let _ = std::fs::remove_file(bad);
     }
 }
