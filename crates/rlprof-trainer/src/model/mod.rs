@@ -5,6 +5,7 @@
 //! Layout conventions follow verl: prompts are left-padded, responses right-padded; callers pass
 //! per-token validity and the model derives position ids and the attention mask from it.
 
+pub mod kernels;
 pub mod ops;
 pub mod params;
 
