@@ -1,7 +1,8 @@
 //! Parser throughput on a large synthetic collection: decode + aggregate (pass 1 + pass 2 with
 //! kernel attribution) and full npu / torch exports, with peak RSS.
 //!
-//! `cargo bench -p rlprof-export --bench parse_throughput` (BENCH_EVENTS overrides 10 000 000).
+//! `cargo bench -p rlprof-export --bench parse_throughput` (BENCH_EVENTS overrides 10 000 000,
+//! BENCH_ROUNDS the 5 rounds; medians are reported).
 
 use rlprof_export::attrib::Attributor;
 use rlprof_export::decode::Index;
@@ -86,19 +87,14 @@ fn peak_rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-fn main() {
-    let events: u64 = std::env::var("BENCH_EVENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000_000);
-    let tmp = std::env::temp_dir().join(format!("rlprof-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    let path = synth(&tmp, events);
-    let raw_mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
-    let rss0 = peak_rss_mib();
-    // Decode + aggregate: both passes, kernel attribution, per-name kernel totals.
-    let t0 = Instant::now();
-    let idx = Index::build(&path).unwrap();
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Decode + aggregate: both passes, kernel attribution, per-name kernel totals.
+fn decode_aggregate(path: &Path) -> (Index, u64) {
+    let idx = Index::build(path).unwrap();
     let mut attr = Attributor::default();
     let mut kernel_ns = 0u64;
     let mut n = 0u64;
@@ -111,37 +107,97 @@ fn main() {
         })
     })
     .unwrap();
-    let decode_s = t0.elapsed().as_secs_f64();
     assert!(kernel_ns > 0);
-    let ev = n as f64;
-    println!("events: {n} ({raw_mb:.1} MB raw)");
-    println!(
-        "decode + aggregate: {decode_s:.2} s, {:.1} M events/s, {:.0} MB/s",
-        ev / decode_s / 1e6,
-        raw_mb / decode_s
-    );
-    let coll = path.parent().unwrap().parent().unwrap();
-    let t1 = Instant::now();
-    rlprof_export::npu::export(coll, &idx).unwrap();
-    let npu_s = t1.elapsed().as_secs_f64();
-    let out = coll.join("ASCEND_PROFILER_OUTPUT");
-    let out_bytes: u64 = std::fs::read_dir(&out)
+    (idx, n)
+}
+
+/// Bytes of every file below `dir`, by file name.
+fn file_sizes(dir: &Path) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = std::fs::read_dir(dir)
         .unwrap()
-        .map(|e| e.unwrap().metadata().unwrap().len())
-        .sum();
+        .map(|e| e.unwrap())
+        .map(|e| {
+            let len = e.metadata().unwrap().len();
+            (e.file_name().to_string_lossy().into_owned(), len)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn main() {
+    let events: u64 = std::env::var("BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000_000);
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let tmp = std::env::temp_dir().join(format!("rlprof-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let path = synth(&tmp, events);
+    let raw_mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
+    let rss0 = peak_rss_mib();
+    let coll = path.parent().unwrap().parent().unwrap().to_path_buf();
+    let (mut dec, mut npu, mut torch) = (Vec::new(), Vec::new(), Vec::new());
+    let mut n = 0;
+    let mut gz = 0;
+    for round in 0..rounds {
+        let t0 = Instant::now();
+        let (idx, got) = decode_aggregate(&path);
+        dec.push(t0.elapsed().as_secs_f64());
+        n = got;
+        if std::env::var_os("BENCH_DECODE_ONLY").is_some() {
+            println!("round {round}: decode+aggregate {:.3} s", dec[round]);
+            continue;
+        }
+        let t1 = Instant::now();
+        rlprof_export::npu::export(&coll, &idx).unwrap();
+        npu.push(t1.elapsed().as_secs_f64());
+        let t2 = Instant::now();
+        let files = rlprof_export::torch::export(&coll, &idx).unwrap();
+        torch.push(t2.elapsed().as_secs_f64());
+        gz = std::fs::metadata(&files[0]).unwrap().len();
+        println!(
+            "round {round}: decode+aggregate {:.3} s, npu export {:.3} s, torch export {:.3} s",
+            dec[round], npu[round], torch[round]
+        );
+    }
+    let ev = n as f64;
+    if npu.is_empty() {
+        let d = median(&mut dec);
+        println!(
+            "decode + aggregate: {d:.3} s, {:.1} M events/s",
+            n as f64 / d / 1e6
+        );
+        return;
+    }
+    let (d, p, t) = (median(&mut dec), median(&mut npu), median(&mut torch));
+    println!("events: {n} ({raw_mb:.1} MB raw); medians of {rounds} rounds");
     println!(
-        "full npu export: {npu_s:.2} s, {:.1} M events/s, {:.0} MB written ({:.1} B/event)",
-        ev / npu_s / 1e6,
+        "decode + aggregate: {d:.3} s, {:.1} M events/s, {:.0} MB/s",
+        ev / d / 1e6,
+        raw_mb / d
+    );
+    let sizes = file_sizes(&coll.join("ASCEND_PROFILER_OUTPUT"));
+    let out_bytes: u64 = sizes.iter().map(|s| s.1).sum();
+    println!(
+        "full npu export: {p:.3} s, {:.2} M events/s, {:.0} MB written ({:.1} B/event)",
+        ev / p / 1e6,
         out_bytes as f64 / 1e6,
         out_bytes as f64 / ev
     );
-    let t2 = Instant::now();
-    let files = rlprof_export::torch::export(coll, &idx).unwrap();
-    let torch_s = t2.elapsed().as_secs_f64();
-    let gz = std::fs::metadata(&files[0]).unwrap().len();
+    for (name, len) in sizes.iter().filter(|s| s.1 > 0) {
+        println!(
+            "  {name}: {:.1} MB, {:.1} B/event",
+            *len as f64 / 1e6,
+            *len as f64 / ev
+        );
+    }
     println!(
-        "torch export (gzip): {torch_s:.2} s, {:.1} M events/s, {:.0} MB gz ({:.1} B/event)",
-        ev / torch_s / 1e6,
+        "torch export (gzip): {t:.3} s, {:.2} M events/s, {:.0} MB gz ({:.1} B/event)",
+        ev / t / 1e6,
         gz as f64 / 1e6,
         gz as f64 / ev
     );
@@ -149,5 +205,9 @@ fn main() {
         "peak RSS: {:.0} MiB (before parsing: {rss0:.0} MiB)",
         peak_rss_mib()
     );
-    let _ = std::fs::remove_dir_all(&tmp);
+    if std::env::var_os("BENCH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    } else {
+        println!("kept {}", tmp.display());
+    }
 }

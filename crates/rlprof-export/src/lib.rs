@@ -20,11 +20,13 @@ pub mod analyse;
 pub mod attrib;
 pub mod chrome;
 pub mod decode;
+pub mod dense;
 pub mod error;
 pub mod memory;
 pub mod meta;
 pub mod npu;
 pub mod pickle;
+pub mod source;
 pub mod torch;
 
 pub use analyse::{analyse_collection, analyse_tree, Outcome, Report, TreeEvent, TreeReport};
