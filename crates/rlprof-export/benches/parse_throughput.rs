@@ -87,6 +87,23 @@ fn peak_rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// CPU seconds (user + system) this process has used, from `/proc/self/stat` (10 ms ticks):
+/// on a shared machine CPU time is steadier than wall time.
+fn cpu_s() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = s.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (t(11) + t(12)) / 100.0
+}
+
+/// Wall and CPU seconds of `f`.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64, f64) {
+    let (w, c) = (Instant::now(), cpu_s());
+    let v = f();
+    (v, w.elapsed().as_secs_f64(), cpu_s() - c)
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -140,51 +157,51 @@ fn main() {
     let raw_mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
     let rss0 = peak_rss_mib();
     let coll = path.parent().unwrap().parent().unwrap().to_path_buf();
-    let (mut dec, mut npu, mut torch) = (Vec::new(), Vec::new(), Vec::new());
+    let stages = ["decode + aggregate", "full npu export", "torch export (gzip)"];
+    let mut wall: [Vec<f64>; 3] = Default::default();
+    let mut cpu: [Vec<f64>; 3] = Default::default();
+    let decode_only = std::env::var_os("BENCH_DECODE_ONLY").is_some();
     let mut n = 0;
     let mut gz = 0;
     for round in 0..rounds {
-        let t0 = Instant::now();
-        let (idx, got) = decode_aggregate(&path);
-        dec.push(t0.elapsed().as_secs_f64());
+        let ((idx, got), w, c) = timed(|| decode_aggregate(&path));
         n = got;
-        if std::env::var_os("BENCH_DECODE_ONLY").is_some() {
-            println!("round {round}: decode+aggregate {:.3} s", dec[round]);
-            continue;
+        (wall[0].push(w), cpu[0].push(c));
+        if !decode_only {
+            let (_, w, c) = timed(|| rlprof_export::npu::export(&coll, &idx).unwrap());
+            (wall[1].push(w), cpu[1].push(c));
+            let (files, w, c) = timed(|| rlprof_export::torch::export(&coll, &idx).unwrap());
+            (wall[2].push(w), cpu[2].push(c));
+            gz = std::fs::metadata(&files[0]).unwrap().len();
         }
-        let t1 = Instant::now();
-        rlprof_export::npu::export(&coll, &idx).unwrap();
-        npu.push(t1.elapsed().as_secs_f64());
-        let t2 = Instant::now();
-        let files = rlprof_export::torch::export(&coll, &idx).unwrap();
-        torch.push(t2.elapsed().as_secs_f64());
-        gz = std::fs::metadata(&files[0]).unwrap().len();
-        println!(
-            "round {round}: decode+aggregate {:.3} s, npu export {:.3} s, torch export {:.3} s",
-            dec[round], npu[round], torch[round]
-        );
+        let line: Vec<String> = (0..3)
+            .filter(|&i| !wall[i].is_empty())
+            .map(|i| format!("{} {:.3} s ({:.2} s CPU)", stages[i], wall[i][round], cpu[i][round]))
+            .collect();
+        println!("round {round}: {}", line.join(", "));
     }
     let ev = n as f64;
-    if npu.is_empty() {
-        let d = median(&mut dec);
+    println!("events: {n} ({raw_mb:.1} MB raw); medians of {rounds} rounds");
+    for i in 0..3 {
+        if wall[i].is_empty() {
+            continue;
+        }
+        let (w, c) = (median(&mut wall[i]), median(&mut cpu[i]));
         println!(
-            "decode + aggregate: {d:.3} s, {:.1} M events/s",
-            n as f64 / d / 1e6
+            "{}: {w:.3} s wall, {c:.2} s CPU; {:.2} M events/s wall, {:.2} M events/CPU-s; {:.0} MB/s raw",
+            stages[i],
+            ev / w / 1e6,
+            ev / c.max(0.01) / 1e6,
+            raw_mb / w
         );
+    }
+    if decode_only {
         return;
     }
-    let (d, p, t) = (median(&mut dec), median(&mut npu), median(&mut torch));
-    println!("events: {n} ({raw_mb:.1} MB raw); medians of {rounds} rounds");
-    println!(
-        "decode + aggregate: {d:.3} s, {:.1} M events/s, {:.0} MB/s",
-        ev / d / 1e6,
-        raw_mb / d
-    );
     let sizes = file_sizes(&coll.join("ASCEND_PROFILER_OUTPUT"));
     let out_bytes: u64 = sizes.iter().map(|s| s.1).sum();
     println!(
-        "full npu export: {p:.3} s, {:.2} M events/s, {:.0} MB written ({:.1} B/event)",
-        ev / p / 1e6,
+        "npu output: {:.0} MB written ({:.1} B/event)",
         out_bytes as f64 / 1e6,
         out_bytes as f64 / ev
     );
@@ -196,8 +213,7 @@ fn main() {
         );
     }
     println!(
-        "torch export (gzip): {t:.3} s, {:.2} M events/s, {:.0} MB gz ({:.1} B/event)",
-        ev / t / 1e6,
+        "torch output: {:.0} MB gz ({:.1} B/event)",
         gz as f64 / 1e6,
         gz as f64 / ev
     );

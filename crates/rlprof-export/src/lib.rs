@@ -26,7 +26,9 @@ pub mod memory;
 pub mod meta;
 pub mod npu;
 pub mod pickle;
+pub mod rows;
 pub mod source;
+pub mod text;
 pub mod torch;
 
 pub use analyse::{analyse_collection, analyse_tree, Outcome, Report, TreeEvent, TreeReport};

@@ -33,8 +33,9 @@ pub fn trace_file_name(idx: &Index) -> String {
 fn prefix(idx: &Index, base_ns: u64) -> String {
     let m = &idx.meta;
     let backend = if m.world_size > 1 { "mpi" } else { "none" };
-    let mut name = String::new();
+    let mut name = Vec::new();
     json_str(&mut name, &trace_file_name(idx));
+    let name = String::from_utf8_lossy(&name);
     // `"rank": N` with a space: HolisticTraceAnalysis reads the rank with `"rank":\s+(\d+)`.
     format!(
         "{{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"distributedInfo\": {{\"backend\": \"{backend}\", \"rank\": {}, \"world_size\": {}}},\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": {base_ns},\n  \"traceName\": {name},\n  \"traceEvents\": [\n",
