@@ -157,7 +157,11 @@ fn main() {
     let raw_mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
     let rss0 = peak_rss_mib();
     let coll = path.parent().unwrap().parent().unwrap().to_path_buf();
-    let stages = ["decode + aggregate", "full npu export", "torch export (gzip)"];
+    let stages = [
+        "decode + aggregate",
+        "full npu export",
+        "torch export (gzip)",
+    ];
     let mut wall: [Vec<f64>; 3] = Default::default();
     let mut cpu: [Vec<f64>; 3] = Default::default();
     let decode_only = std::env::var_os("BENCH_DECODE_ONLY").is_some();
@@ -176,7 +180,12 @@ fn main() {
         }
         let line: Vec<String> = (0..3)
             .filter(|&i| !wall[i].is_empty())
-            .map(|i| format!("{} {:.3} s ({:.2} s CPU)", stages[i], wall[i][round], cpu[i][round]))
+            .map(|i| {
+                format!(
+                    "{} {:.3} s ({:.2} s CPU)",
+                    stages[i], wall[i][round], cpu[i][round]
+                )
+            })
             .collect();
         println!("round {round}: {}", line.join(", "));
     }

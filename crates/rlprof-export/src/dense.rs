@@ -167,5 +167,4 @@ impl std::hash::Hasher for FxHasher {
 }
 
 /// A hash map with [`FxHasher`].
-pub type FastMap<K, V> =
-    std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+pub type FastMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;

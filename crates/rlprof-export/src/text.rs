@@ -192,7 +192,19 @@ mod tests {
     #[test]
     fn integers_and_microseconds_match_format() {
         let mut cache = UsCache::default();
-        let mut vs = vec![0u64, 1, 9, 10, 999, 1000, 1001, 9999, 10_000, 123_456_789, u64::MAX];
+        let mut vs = vec![
+            0u64,
+            1,
+            9,
+            10,
+            999,
+            1000,
+            1001,
+            9999,
+            10_000,
+            123_456_789,
+            u64::MAX,
+        ];
         vs.extend([999_999_999, 1_000_000_000, 1_000_000_001, 1_000_001_000]);
         vs.extend((0..2000u64).map(|i| 1_700_000_000_000_000_000 + i * 7_777_777));
         vs.extend((0..2000u64).map(|i| 1_699_999_999_000_000_000 + i * 1_000_000));
@@ -246,16 +258,33 @@ mod tests {
         }
         for x in xs {
             for d in [3, 6, 2] {
-                assert_eq!(s(|o| fixed(o, x, d)), format!("{x:.*}", d as usize), "{x:e} .{d}");
+                assert_eq!(
+                    s(|o| fixed(o, x, d)),
+                    format!("{x:.*}", d as usize),
+                    "{x:e} .{d}"
+                );
             }
         }
     }
 
     #[test]
     fn json_and_csv_escaping() {
-        let cases = ["plain", "a\"b", "back\\slash", "nl\nx\r\t", "\u{1}\u{1f}", "ünï", "", "a,b"];
+        let cases = [
+            "plain",
+            "a\"b",
+            "back\\slash",
+            "nl\nx\r\t",
+            "\u{1}\u{1f}",
+            "ünï",
+            "",
+            "a,b",
+        ];
         for c in cases {
-            assert_eq!(s(|o| json_str(o, c)), serde_json::to_string(c).unwrap(), "{c:?}");
+            assert_eq!(
+                s(|o| json_str(o, c)),
+                serde_json::to_string(c).unwrap(),
+                "{c:?}"
+            );
             let mut w = csv::Writer::from_writer(Vec::new());
             w.write_record([c, "x"]).unwrap();
             let want = String::from_utf8(w.into_inner().unwrap()).unwrap();
