@@ -170,12 +170,15 @@ fn main() {
     for round in 0..rounds {
         let ((idx, got), w, c) = timed(|| decode_aggregate(&path));
         n = got;
-        (wall[0].push(w), cpu[0].push(c));
+        wall[0].push(w);
+        cpu[0].push(c);
         if !decode_only {
             let (_, w, c) = timed(|| rlprof_export::npu::export(&coll, &idx).unwrap());
-            (wall[1].push(w), cpu[1].push(c));
+            wall[1].push(w);
+            cpu[1].push(c);
             let (files, w, c) = timed(|| rlprof_export::torch::export(&coll, &idx).unwrap());
-            (wall[2].push(w), cpu[2].push(c));
+            wall[2].push(w);
+            cpu[2].push(c);
             gz = std::fs::metadata(&files[0]).unwrap().len();
         }
         let line: Vec<String> = (0..3)

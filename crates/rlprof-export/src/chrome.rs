@@ -47,11 +47,7 @@ struct JsonCache {
     lists: DenseMap<Box<[u8]>>,
 }
 
-fn cached<'a>(
-    map: &'a mut DenseMap<Box<[u8]>>,
-    id: u32,
-    make: impl FnOnce(&mut Vec<u8>),
-) -> &'a [u8] {
+fn cached(map: &mut DenseMap<Box<[u8]>>, id: u32, make: impl FnOnce(&mut Vec<u8>)) -> &[u8] {
     map.get_or_insert_with(id, || {
         let mut v = Vec::new();
         make(&mut v);
@@ -270,23 +266,21 @@ impl<W: Write> ChromeWriter<W> {
                 self.lit(",\"Module Hierarchy\":");
                 self.name(idx, r.module);
             }
+            self.lit("}}");
             if ri.dev_self > 0 {
                 self.flow_start(r.thread as u64, r.start, ri.ext_id);
             }
-            self.lit("}");
-        } else {
-            if let Some(it) = r.iter_id {
-                self.lit("\"iteration\":");
-                self.num(it);
-            }
-            self.lit("}");
+            return;
         }
-        self.lit("}");
+        if let Some(it) = r.iter_id {
+            self.lit("\"iteration\":");
+            self.num(it);
+        }
+        self.lit("}}");
     }
 
+    /// The `s` end of the host-to-device flow of an op (a separate event after the op).
     fn flow_start(&mut self, tid: u64, ts: u64, id: u64) {
-        // Closes the args and event of the op first: the flow is a separate event.
-        self.lit("}}");
         self.sep();
         let cat = self.flow_cat();
         self.lit("{\"ph\":\"s\",\"id\":");
@@ -298,8 +292,7 @@ impl<W: Write> ChromeWriter<W> {
         self.lit(",\"ts\":");
         self.ts(ts);
         self.flow_cat_name(cat);
-        // The caller closes with "}" twice; make them close this flow event cleanly.
-        self.lit(",\"args\":{");
+        self.lit("}");
     }
 
     fn flow_cat_name(&mut self, cat: &str) {

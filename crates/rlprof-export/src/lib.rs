@@ -26,6 +26,7 @@ pub mod memory;
 pub mod meta;
 pub mod npu;
 pub mod pickle;
+pub mod pipe;
 pub mod rows;
 pub mod source;
 pub mod text;

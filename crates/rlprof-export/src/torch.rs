@@ -15,6 +15,7 @@ use crate::attrib::{Attributor, Out};
 use crate::chrome::{json_str, ChromeWriter, Flavor, Tracks};
 use crate::decode::{Event, Index};
 use crate::memory::{MemTracker, SnapshotBuilder};
+use crate::pipe::Pipe;
 use crate::ExportError;
 use flate2::write::GzEncoder;
 use std::fs::File;
@@ -57,6 +58,8 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
         BufWriter::with_capacity(1 << 20, f),
         flate2::Compression::fast(),
     );
+    // Compression runs on its own thread, beside formatting.
+    let gz = Pipe::new(gz).map_err(io(&tmp))?;
     // Times relative to the collection's first microsecond (doubles keep ns precision).
     let base_ns = idx.start_wall() / 1000 * 1000;
     let tracks = Tracks {
@@ -87,7 +90,8 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
         });
     }
     w.stream_metadata();
-    let gz = w.finish("\n]\n}\n").map_err(io(&tmp))?;
+    let pipe = w.finish("\n]\n}\n").map_err(io(&tmp))?;
+    let gz = pipe.finish().map_err(io(&tmp))?;
     let mut bw = gz.finish().map_err(io(&tmp))?;
     bw.flush().map_err(io(&tmp))?;
     drop(bw);
