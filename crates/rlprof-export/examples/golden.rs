@@ -2,7 +2,8 @@
 //!
 //! `golden make DIR` records scripted collections (npu level0/1/2, torch; every content) with
 //! the profiler's own API into `DIR`; `golden export DIR` parses every collection below `DIR`.
-//! Run `make` once, copy the tree, export each copy with the old and the new build, and diff.
+//! Run `make` once, copy the tree, export each copy with the old and the new build, and compare
+//! them with `golden_cmp.py OLD NEW` (byte-identical files, or traces equal as JSON).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
