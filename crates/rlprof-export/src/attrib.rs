@@ -9,8 +9,8 @@
 //! nesting depth and the kernels of one op.
 
 use crate::decode::{Event, KernelEv, RangeEv};
+use crate::dense::DenseMap;
 use rlprof_profiler::record::RangeCat;
-use std::collections::HashMap;
 
 /// Most kernels held waiting for their op before the oldest are released unattributed.
 const MAX_PENDING: usize = 1 << 16;
@@ -67,7 +67,7 @@ fn slot(v: &mut Vec<u64>, i: usize) -> &mut u64 {
 /// The per-thread attribution state of one raw file.
 #[derive(Default)]
 pub struct Attributor {
-    threads: HashMap<u32, ThreadState>,
+    threads: DenseMap<ThreadState>,
     next_ext: u64,
 }
 
@@ -76,7 +76,9 @@ impl Attributor {
     pub fn push(&mut self, ev: &Event, out: &mut impl FnMut(Out)) {
         match ev {
             Event::Kernel(k) => {
-                let st = self.threads.entry(k.thread).or_default();
+                let st = self
+                    .threads
+                    .get_or_insert_with(k.thread, ThreadState::default);
                 st.pending.push(*k);
                 if st.pending.len() > MAX_PENDING {
                     for k in st.pending.drain(..MAX_PENDING / 2) {
@@ -90,7 +92,9 @@ impl Attributor {
     }
 
     fn close(&mut self, r: &RangeEv, out: &mut impl FnMut(Out)) {
-        let st = self.threads.entry(r.thread).or_default();
+        let st = self
+            .threads
+            .get_or_insert_with(r.thread, ThreadState::default);
         let d = r.depth as usize;
         let total = r.end - r.start;
         let host_children = std::mem::take(slot(&mut st.host_child, d + 1));
@@ -131,10 +135,7 @@ impl Attributor {
 
     /// Releases every kernel still pending (call once after the last event).
     pub fn finish(&mut self, out: &mut impl FnMut(Out)) {
-        let mut ts: Vec<_> = self.threads.keys().copied().collect();
-        ts.sort_unstable();
-        for t in ts {
-            let st = self.threads.get_mut(&t).expect("thread");
+        for (_, st) in self.threads.iter_mut() {
             for k in st.pending.drain(..) {
                 out(Out::Kernel(k, None));
             }

@@ -1,15 +1,17 @@
 //! Streaming Chrome trace-event writer shared by the `torch` trace and the npu `trace_view.json`.
 //!
-//! Events are formatted by hand into a reusable buffer (no per-event JSON tree), names are
-//! escaped once per id, and times are microseconds with 3 decimals relative to a base, so a
-//! trace of millions of events is written at disk speed with bounded memory.
+//! Events are formatted by hand into a reusable byte buffer (no per-event JSON tree, no
+//! `format!`), every interned string (names, shapes as `Input Dims`, dtype lists) is converted
+//! to its JSON text once per id, and times are microseconds with 3 decimals relative to a base,
+//! so a trace of millions of events is written at disk speed with bounded memory.
 
 use crate::attrib::{OpRef, Out, RangeInfo};
 use crate::decode::{CommEv, Event, Index, KernelEv, MemEv};
+use crate::dense::DenseMap;
 use crate::memory::MemTracker;
+use crate::text;
+pub use crate::text::json_str;
 use rlprof_profiler::record::RangeCat;
-use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::io::Write;
 
 /// Which consumer family the trace is for.
@@ -21,28 +23,9 @@ pub enum Flavor {
     Ascend,
 }
 
-/// Appends `s` as a JSON string literal (with quotes).
-pub fn json_str(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
 /// `ns` as microseconds with 3 decimals.
-pub fn us3(out: &mut String, ns: u64) {
-    let _ = write!(out, "{}.{:03}", ns / 1000, ns % 1000);
+pub fn us3(out: &mut Vec<u8>, ns: u64) {
+    text::us3(out, ns);
 }
 
 /// Pids and tids of the trace's tracks.
@@ -56,19 +39,34 @@ pub struct Tracks {
     pub comm_pid: u64,
 }
 
+/// Converts interned strings to JSON text once per id.
+#[derive(Default)]
+struct JsonCache {
+    strs: DenseMap<Box<[u8]>>,
+    dims: DenseMap<Box<[u8]>>,
+    lists: DenseMap<Box<[u8]>>,
+}
+
+fn cached(map: &mut DenseMap<Box<[u8]>>, id: u32, make: impl FnOnce(&mut Vec<u8>)) -> &[u8] {
+    map.get_or_insert_with(id, || {
+        let mut v = Vec::new();
+        make(&mut v);
+        v.into_boxed_slice()
+    })
+}
+
 /// Writes one trace's events.
 pub struct ChromeWriter<W: Write> {
     out: W,
-    buf: String,
+    buf: Vec<u8>,
     first: bool,
     base_ns: u64,
     flavor: Flavor,
     tracks: Tracks,
-    names: HashMap<u32, Box<str>>,
+    json: JsonCache,
+    ts_text: text::UsCache,
     /// Events written (excluding metadata).
     pub events: u64,
-    /// Sum of durations of complete events by category name.
-    pub dur_by_cat: HashMap<&'static str, u64>,
     streams: std::collections::BTreeSet<u16>,
 }
 
@@ -85,41 +83,54 @@ impl<W: Write> ChromeWriter<W> {
         out.write_all(prefix.as_bytes())?;
         Ok(ChromeWriter {
             out,
-            buf: String::with_capacity(1 << 16),
+            buf: Vec::with_capacity((1 << 20) + (1 << 14)),
             first: true,
             base_ns,
             flavor,
             tracks,
-            names: HashMap::new(),
+            json: JsonCache::default(),
+            ts_text: text::UsCache::default(),
             events: 0,
-            dur_by_cat: HashMap::new(),
             streams: Default::default(),
         })
     }
 
+    #[inline]
     fn sep(&mut self) {
         if !self.first {
-            self.buf.push_str(",\n");
+            self.buf.extend_from_slice(b",\n");
         }
         self.first = false;
     }
 
+    #[inline]
+    fn lit(&mut self, s: &str) {
+        self.buf.extend_from_slice(s.as_bytes());
+    }
+
+    #[inline]
+    fn num(&mut self, v: u64) {
+        text::uint(&mut self.buf, v);
+    }
+
+    /// The JSON string of a name id.
+    #[inline]
     fn name(&mut self, idx: &Index, id: u32) {
-        let e = self.names.entry(id).or_insert_with(|| {
-            let mut s = String::new();
-            json_str(&mut s, idx.name(id));
-            s.into_boxed_str()
-        });
-        self.buf.push_str(e);
+        let s = cached(&mut self.json.strs, id, |v| json_str(v, idx.name(id)));
+        self.buf.extend_from_slice(s);
     }
 
+    #[inline]
     fn ts(&mut self, ns: u64) {
-        us3(&mut self.buf, ns.saturating_sub(self.base_ns));
+        self.ts_text
+            .us3(&mut self.buf, ns.saturating_sub(self.base_ns));
     }
 
+    /// Hands the buffer to the writer in 1 MiB pieces (large enough for a `BufWriter` below to
+    /// pass them straight through).
     fn maybe_flush(&mut self) -> std::io::Result<()> {
-        if self.buf.len() > 1 << 16 {
-            self.out.write_all(self.buf.as_bytes())?;
+        if self.buf.len() > 1 << 20 {
+            self.out.write_all(&self.buf)?;
             self.buf.clear();
         }
         Ok(())
@@ -128,16 +139,21 @@ impl<W: Write> ChromeWriter<W> {
     /// A metadata event (`process_name`, `thread_name`, `process_labels`, ...).
     pub fn metadata(&mut self, name: &str, pid: u64, tid: Option<u64>, key: &str, value: &str) {
         self.sep();
-        let _ = write!(
-            self.buf,
-            "{{\"ph\":\"M\",\"name\":\"{name}\",\"pid\":{pid},"
-        );
+        self.lit("{\"ph\":\"M\",\"name\":\"");
+        self.lit(name);
+        self.lit("\",\"pid\":");
+        self.num(pid);
+        self.lit(",");
         if let Some(t) = tid {
-            let _ = write!(self.buf, "\"tid\":{t},");
+            self.lit("\"tid\":");
+            self.num(t);
+            self.lit(",");
         }
-        let _ = write!(self.buf, "\"ts\":0,\"args\":{{\"{key}\":");
+        self.lit("\"ts\":0,\"args\":{\"");
+        self.lit(key);
+        self.lit("\":");
         json_str(&mut self.buf, value);
-        self.buf.push_str("}}");
+        self.lit("}}");
     }
 
     /// Writes the metadata naming the host threads and processes.
@@ -197,15 +213,17 @@ impl<W: Write> ChromeWriter<W> {
     fn complete_head(&mut self, cat: &'static str, pid: u64, tid: u64, start: u64, end: u64) {
         self.sep();
         self.events += 1;
-        *self.dur_by_cat.entry(cat).or_default() += end - start;
-        let _ = write!(
-            self.buf,
-            "{{\"ph\":\"X\",\"cat\":\"{cat}\",\"pid\":{pid},\"tid\":{tid},\"ts\":"
-        );
+        self.lit("{\"ph\":\"X\",\"cat\":\"");
+        self.lit(cat);
+        self.lit("\",\"pid\":");
+        self.num(pid);
+        self.lit(",\"tid\":");
+        self.num(tid);
+        self.lit(",\"ts\":");
         self.ts(start);
-        self.buf.push_str(",\"dur\":");
-        us3(&mut self.buf, end - start);
-        self.buf.push_str(",\"name\":");
+        self.lit(",\"dur\":");
+        text::us3(&mut self.buf, end - start);
+        self.lit(",\"name\":");
     }
 
     fn range(&mut self, idx: &Index, ri: &RangeInfo) {
@@ -222,52 +240,67 @@ impl<W: Write> ChromeWriter<W> {
         };
         self.complete_head(cat, self.tracks.host_pid, r.thread as u64, r.start, r.end);
         self.name(idx, r.name);
-        self.buf.push_str(",\"args\":{");
+        self.lit(",\"args\":{");
         if ri.ext_id != 0 {
-            let _ = write!(self.buf, "\"External id\":{}", ri.ext_id);
+            self.lit("\"External id\":");
+            self.num(ri.ext_id);
             if r.shapes != 0 {
-                self.buf.push_str(",\"Input Dims\":");
-                input_dims(&mut self.buf, idx.name(r.shapes));
+                self.lit(",\"Input Dims\":");
+                let s = cached(&mut self.json.dims, r.shapes, |v| {
+                    input_dims(v, idx.name(r.shapes))
+                });
+                self.buf.extend_from_slice(s);
             }
             if r.dtypes != 0 {
-                self.buf.push_str(",\"Input type\":");
-                string_list(&mut self.buf, idx.name(r.dtypes));
+                self.lit(",\"Input type\":");
+                let s = cached(&mut self.json.lists, r.dtypes, |v| {
+                    string_list(v, idx.name(r.dtypes))
+                });
+                self.buf.extend_from_slice(s);
             }
             if r.stack != 0 {
-                self.buf.push_str(",\"Call stack\":");
-                json_str(&mut self.buf, idx.name(r.stack));
+                self.lit(",\"Call stack\":");
+                self.name(idx, r.stack);
             }
             if r.module != 0 {
-                self.buf.push_str(",\"Module Hierarchy\":");
-                json_str(&mut self.buf, idx.name(r.module));
+                self.lit(",\"Module Hierarchy\":");
+                self.name(idx, r.module);
             }
+            self.lit("}}");
             if ri.dev_self > 0 {
                 self.flow_start(r.thread as u64, r.start, ri.ext_id);
             }
-            self.buf.push('}');
-        } else {
-            if let Some(it) = r.iter_id {
-                let _ = write!(self.buf, "\"iteration\":{it}");
-            }
-            self.buf.push('}');
+            return;
         }
-        self.buf.push('}');
+        if let Some(it) = r.iter_id {
+            self.lit("\"iteration\":");
+            self.num(it);
+        }
+        self.lit("}}");
     }
 
+    /// The `s` end of the host-to-device flow of an op (a separate event after the op).
     fn flow_start(&mut self, tid: u64, ts: u64, id: u64) {
-        // Closes the args and event of the op first: the flow is a separate event.
-        self.buf.push_str("}}");
         self.sep();
         let cat = self.flow_cat();
-        let _ = write!(
-            self.buf,
-            "{{\"ph\":\"s\",\"id\":{id},\"pid\":{},\"tid\":{tid},\"ts\":",
-            self.tracks.host_pid
-        );
+        self.lit("{\"ph\":\"s\",\"id\":");
+        self.num(id);
+        self.lit(",\"pid\":");
+        self.num(self.tracks.host_pid);
+        self.lit(",\"tid\":");
+        self.num(tid);
+        self.lit(",\"ts\":");
         self.ts(ts);
-        let _ = write!(self.buf, ",\"cat\":\"{cat}\",\"name\":\"{cat}\"");
-        // The caller closes with "}" twice; make them close this flow event cleanly.
-        self.buf.push_str(",\"args\":{");
+        self.flow_cat_name(cat);
+        self.lit("}");
+    }
+
+    fn flow_cat_name(&mut self, cat: &str) {
+        self.lit(",\"cat\":\"");
+        self.lit(cat);
+        self.lit("\",\"name\":\"");
+        self.lit(cat);
+        self.lit("\"");
     }
 
     fn flow_cat(&self) -> &'static str {
@@ -282,32 +315,36 @@ impl<W: Write> ChromeWriter<W> {
         let cat = "kernel";
         self.complete_head(cat, self.tracks.device_pid, k.stream as u64, k.start, k.end);
         self.name(idx, k.name);
-        let _ = write!(
-            self.buf,
-            ",\"args\":{{\"device\":0,\"stream\":{},\"correlation\":{}",
-            k.stream,
-            op.map_or(0, |o| o.ext_id)
-        );
+        self.lit(",\"args\":{\"device\":0,\"stream\":");
+        self.num(k.stream as u64);
+        self.lit(",\"correlation\":");
+        self.num(op.map_or(0, |o| o.ext_id));
         if let Some(o) = op {
-            let _ = write!(self.buf, ",\"External id\":{}", o.ext_id);
+            self.lit(",\"External id\":");
+            self.num(o.ext_id);
         }
         if k.flops > 0 {
-            let _ = write!(self.buf, ",\"flops\":{}", k.flops);
+            self.lit(",\"flops\":");
+            self.num(k.flops);
         }
         if k.bytes > 0 {
-            let _ = write!(self.buf, ",\"bytes\":{}", k.bytes);
+            self.lit(",\"bytes\":");
+            self.num(k.bytes);
         }
-        self.buf.push_str("}}");
+        self.lit("}}");
         if let Some(o) = op {
             self.sep();
             let cat = self.flow_cat();
-            let _ = write!(
-                self.buf,
-                "{{\"ph\":\"f\",\"bp\":\"e\",\"id\":{},\"pid\":{},\"tid\":{},\"ts\":",
-                o.ext_id, self.tracks.device_pid, k.stream
-            );
+            self.lit("{\"ph\":\"f\",\"bp\":\"e\",\"id\":");
+            self.num(o.ext_id);
+            self.lit(",\"pid\":");
+            self.num(self.tracks.device_pid);
+            self.lit(",\"tid\":");
+            self.num(k.stream as u64);
+            self.lit(",\"ts\":");
             self.ts(k.start);
-            let _ = write!(self.buf, ",\"cat\":\"{cat}\",\"name\":\"{cat}\"}}");
+            self.flow_cat_name(cat);
+            self.lit("}");
         }
     }
 
@@ -318,78 +355,87 @@ impl<W: Write> ChromeWriter<W> {
         };
         self.complete_head("cpu_op", pid, tid, c.start, c.end);
         match self.flavor {
-            Flavor::Torch => self.buf.push_str("\"record_param_comms\""),
+            Flavor::Torch => self.lit("\"record_param_comms\""),
             Flavor::Ascend => self.name(idx, c.name),
         }
-        self.buf.push_str(",\"args\":{\"Collective name\":");
+        self.lit(",\"args\":{\"Collective name\":");
         self.name(idx, c.name);
-        self.buf.push_str(",\"Process Group Name\":");
+        self.lit(",\"Process Group Name\":");
         self.name(idx, c.group);
-        let _ = write!(
-            self.buf,
-            ",\"Group size\":{},\"Bytes\":{},\"Wait Time(us)\":",
-            idx.meta.world_size, c.bytes
-        );
-        us3(&mut self.buf, c.wait_ns);
+        self.lit(",\"Group size\":");
+        self.num(idx.meta.world_size as u64);
+        self.lit(",\"Bytes\":");
+        self.num(c.bytes);
+        self.lit(",\"Wait Time(us)\":");
+        text::us3(&mut self.buf, c.wait_ns);
         if let Some(p) = c.peer {
-            let _ = write!(self.buf, ",\"Peer rank\":{p}");
+            self.lit(",\"Peer rank\":");
+            self.num(p as u64);
         }
-        self.buf.push_str("}}");
+        self.lit("}}");
     }
 
     fn memory(&mut self, m: &MemEv, mem: &MemTracker) {
         self.sep();
         self.events += 1;
-        let _ = write!(
-            self.buf,
-            "{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\",\"pid\":{},\"tid\":{},\"ts\":",
-            self.tracks.host_pid, m.thread
-        );
+        self.lit("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\",\"pid\":");
+        self.num(self.tracks.host_pid);
+        self.lit(",\"tid\":");
+        self.num(m.thread as u64);
+        self.lit(",\"ts\":");
         self.ts(m.ts);
         let signed = if m.free {
             -(m.bytes as i64)
         } else {
             m.bytes as i64
         };
-        let _ = write!(
-            self.buf,
-            ",\"args\":{{\"Device Type\":0,\"Device Id\":{},\"Addr\":{},\"Bytes\":{signed},\"Total Allocated\":{},\"Total Reserved\":{}}}}}",
-            m.device, m.addr, mem.allocated, mem.reserved()
-        );
+        self.lit(",\"args\":{\"Device Type\":0,\"Device Id\":");
+        self.num(m.device as u64);
+        self.lit(",\"Addr\":");
+        self.num(m.addr);
+        self.lit(",\"Bytes\":");
+        text::int(&mut self.buf, signed);
+        self.lit(",\"Total Allocated\":");
+        self.num(mem.allocated);
+        self.lit(",\"Total Reserved\":");
+        self.num(mem.reserved());
+        self.lit("}}");
     }
 
     fn instant(&mut self, idx: &Index, t: u32, ts: u64, name: u32, v: u64) {
         self.sep();
         self.events += 1;
-        let _ = write!(
-            self.buf,
-            "{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"instant\",\"pid\":{},\"tid\":{t},\"ts\":",
-            self.tracks.host_pid
-        );
+        self.lit("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"instant\",\"pid\":");
+        self.num(self.tracks.host_pid);
+        self.lit(",\"tid\":");
+        self.num(t as u64);
+        self.lit(",\"ts\":");
         self.ts(ts);
-        self.buf.push_str(",\"name\":");
+        self.lit(",\"name\":");
         self.name(idx, name);
-        let _ = write!(self.buf, ",\"args\":{{\"value\":{v}}}}}");
+        self.lit(",\"args\":{\"value\":");
+        self.num(v);
+        self.lit("}}");
     }
 
     fn counter(&mut self, idx: &Index, _t: u32, ts: u64, name: u32, v: u64) {
         self.sep();
         self.events += 1;
-        let _ = write!(
-            self.buf,
-            "{{\"ph\":\"C\",\"pid\":{},\"ts\":",
-            self.tracks.host_pid
-        );
+        self.lit("{\"ph\":\"C\",\"pid\":");
+        self.num(self.tracks.host_pid);
+        self.lit(",\"ts\":");
         self.ts(ts);
-        self.buf.push_str(",\"name\":");
+        self.lit(",\"name\":");
         self.name(idx, name);
-        let _ = write!(self.buf, ",\"args\":{{\"value\":{v}}}}}");
+        self.lit(",\"args\":{\"value\":");
+        self.num(v);
+        self.lit("}}");
     }
 
     /// Writes `suffix` (`]` or `], ...}`) and returns the inner writer.
     pub fn finish(mut self, suffix: &str) -> std::io::Result<W> {
-        self.buf.push_str(suffix);
-        self.out.write_all(self.buf.as_bytes())?;
+        self.lit(suffix);
+        self.out.write_all(&self.buf)?;
         self.buf.clear();
         Ok(self.out)
     }
@@ -411,28 +457,33 @@ impl<W: Write> ChromeWriter<W> {
 }
 
 /// `"32,64;64,128"` -> `[[32,64],[64,128]]` (an empty string gives `[]`).
-pub fn input_dims(out: &mut String, shapes: &str) {
-    out.push('[');
+pub fn input_dims(out: &mut Vec<u8>, shapes: &str) {
+    out.push(b'[');
     for (i, s) in shapes.split(';').filter(|s| !s.is_empty()).enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push('[');
-        let dims: Vec<&str> = s.split(',').filter(|d| d.parse::<u64>().is_ok()).collect();
-        out.push_str(&dims.join(","));
-        out.push(']');
+        out.push(b'[');
+        let dims = s.split(',').filter(|d| d.parse::<u64>().is_ok());
+        for (j, d) in dims.enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(d.as_bytes());
+        }
+        out.push(b']');
     }
-    out.push(']');
+    out.push(b']');
 }
 
 /// `"float32;int64"` -> `["float32","int64"]`.
-pub fn string_list(out: &mut String, list: &str) {
-    out.push('[');
+pub fn string_list(out: &mut Vec<u8>, list: &str) {
+    out.push(b'[');
     for (i, s) in list.split(';').filter(|s| !s.is_empty()).enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
         json_str(out, s);
     }
-    out.push(']');
+    out.push(b']');
 }

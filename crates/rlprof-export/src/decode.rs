@@ -1,18 +1,21 @@
 //! Streaming decode of a raw file into typed events.
 //!
 //! Two passes over the file, each one chunk at a time (memory bounded by the interned strings,
-//! the step and collective intervals, and one chunk):
+//! the step and collective intervals, and one chunk); the file's bytes come from
+//! [`crate::source::RawBytes`] (memory-mapped, decoded in place, no copy per pass):
 //! 1. [`Index::build`] reads metadata, strings, thread names, calibration points, step ranges,
 //!    collective intervals, the truncation/end markers and where valid data ends.
 //! 2. [`Index::replay`] reads the records again, pairs each record with its `Ext` record, maps
 //!    ticks to wall-clock nanoseconds and hands [`Event`]s to a callback.
 
+use crate::dense::DenseMap;
 use crate::meta::Meta;
+use crate::source::RawBytes;
 use crate::ExportError;
 use rlprof_profiler::clock::{Calibration, TickMapper};
-use rlprof_profiler::raw::{Chunk, Corruption, RawReader, Truncation};
+use rlprof_profiler::raw::{records_of, Chunk, ChunkRef, Corruption, SliceReader, Truncation};
 use rlprof_profiler::record::{Kind, RangeCat, Record};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A step range (`ProfilerStep#N`) in wall-clock ns.
@@ -180,8 +183,8 @@ pub enum Event {
     Counter(u32, u64, u32, u64),
 }
 
-fn open(path: &Path) -> Result<RawReader, ExportError> {
-    RawReader::open(path).map_err(|e| match e {
+fn reader<'a>(raw: &'a RawBytes, path: &Path) -> Result<SliceReader<'a>, ExportError> {
+    SliceReader::new(raw.bytes(), path).map_err(|e| match e {
         rlprof_profiler::ProfilerError::Io { path, source } => ExportError::Io { path, source },
         other => ExportError::Unrecoverable {
             path: path.to_path_buf(),
@@ -194,7 +197,8 @@ impl Index {
     /// Pass 1 over `path`. Fails only when nothing is recoverable: an unreadable header or no
     /// Meta chunk.
     pub fn build(path: &Path) -> Result<Index, ExportError> {
-        let mut reader = open(path)?;
+        let raw = RawBytes::open(path)?;
+        let mut reader = reader(&raw, path)?;
         let mut meta = None;
         let mut names: Vec<Box<str>> = Vec::new();
         let mut threads = BTreeMap::new();
@@ -204,7 +208,15 @@ impl Index {
         let mut end = None;
         let mut steps_raw = Vec::new();
         let mut comms_raw = Vec::new();
-        for chunk in reader.by_ref() {
+        while let Some(chunk) = reader.next_ref() {
+            raw.release_before(reader.offset());
+            let chunk = match chunk {
+                ChunkRef::Records { body, .. } => {
+                    count(body, &mut counts, &mut steps_raw, &mut comms_raw);
+                    continue;
+                }
+                ChunkRef::Other(c) => c,
+            };
             match chunk {
                 Chunk::Meta(m) => meta = Some(Meta::from_json(&m)),
                 Chunk::Strings(v) => {
@@ -217,7 +229,10 @@ impl Index {
                     }
                 }
                 Chunk::Records { records, .. } => {
-                    count(&records, &mut counts, &mut steps_raw, &mut comms_raw)
+                    for r in &records {
+                        count_one(r, &mut counts, &mut steps_raw, &mut comms_raw);
+                    }
+                    counts.records += records.len() as u64;
                 }
                 Chunk::Calibration(c) => cals.push(c),
                 Chunk::Thread { thread, name } => {
@@ -303,31 +318,29 @@ impl Index {
     /// Pass 2: every event in file order (per thread in completion order), each paired with
     /// its Ext record and in wall-clock ns.
     pub fn replay(&self, mut f: impl FnMut(&Event)) -> Result<(), ExportError> {
-        let mut reader = open(&self.path)?;
-        let mut pending: HashMap<u32, Record> = HashMap::new();
-        for chunk in reader.by_ref() {
-            let Chunk::Records { thread, records } = chunk else {
+        let raw = RawBytes::open(&self.path)?;
+        let mut reader = reader(&raw, &self.path)?.verified_prefix(self.valid_bytes);
+        let mut pending: DenseMap<Record> = DenseMap::default();
+        while let Some(chunk) = reader.next_ref() {
+            raw.release_before(reader.offset());
+            let ChunkRef::Records { thread, body } = chunk else {
                 continue;
             };
-            let mut prev = pending.remove(&thread);
-            for r in records {
+            let mut prev = pending.take(thread);
+            for r in records_of(body) {
                 if r.kind == Kind::Ext as u8 {
                     if let Some(p) = prev.take() {
                         f(&self.event(thread, &p, Some(&r)));
                     }
-                } else {
-                    if let Some(p) = prev.replace(r) {
-                        f(&self.event(thread, &p, None));
-                    }
+                } else if let Some(p) = prev.replace(r) {
+                    f(&self.event(thread, &p, None));
                 }
             }
             if let Some(p) = prev {
                 pending.insert(thread, p);
             }
         }
-        let mut rest: Vec<_> = pending.into_iter().collect();
-        rest.sort_by_key(|(t, _)| *t);
-        for (thread, p) in rest {
+        for (thread, p) in pending.drain() {
             f(&self.event(thread, &p, None));
         }
         Ok(())
@@ -389,32 +402,43 @@ impl Index {
 }
 
 fn count(
-    records: &[Record],
+    body: &[u8],
     c: &mut Counts,
     steps: &mut Vec<(u32, u64, u64)>,
     comms: &mut Vec<(u64, u64)>,
 ) {
+    let records = records_of(body);
     c.records += records.len() as u64;
     for r in records {
-        match Kind::from_u8(r.kind) {
-            Some(Kind::Range) => {
-                c.ranges += 1;
-                if r.cat == RangeCat::Op as u8 {
-                    c.ops += 1;
-                } else if r.cat == RangeCat::Step as u8 {
-                    steps.push((r.name, r.ts, r.a));
-                }
+        count_one(&r, c, steps, comms);
+    }
+}
+
+#[inline]
+fn count_one(
+    r: &Record,
+    c: &mut Counts,
+    steps: &mut Vec<(u32, u64, u64)>,
+    comms: &mut Vec<(u64, u64)>,
+) {
+    match Kind::from_u8(r.kind) {
+        Some(Kind::Range) => {
+            c.ranges += 1;
+            if r.cat == RangeCat::Op as u8 {
+                c.ops += 1;
+            } else if r.cat == RangeCat::Step as u8 {
+                steps.push((r.name, r.ts, r.a));
             }
-            Some(Kind::Kernel) => c.kernels += 1,
-            Some(Kind::Memory) => c.memory += 1,
-            Some(Kind::Comm) => {
-                c.comms += 1;
-                comms.push((r.ts, r.a));
-            }
-            Some(Kind::Instant) => c.instants += 1,
-            Some(Kind::Counter) => c.counters += 1,
-            _ => {}
         }
+        Some(Kind::Kernel) => c.kernels += 1,
+        Some(Kind::Memory) => c.memory += 1,
+        Some(Kind::Comm) => {
+            c.comms += 1;
+            comms.push((r.ts, r.a));
+        }
+        Some(Kind::Instant) => c.instants += 1,
+        Some(Kind::Counter) => c.counters += 1,
+        _ => {}
     }
 }
 

@@ -20,11 +20,16 @@ pub mod analyse;
 pub mod attrib;
 pub mod chrome;
 pub mod decode;
+pub mod dense;
 pub mod error;
 pub mod memory;
 pub mod meta;
 pub mod npu;
 pub mod pickle;
+pub mod pipe;
+pub mod rows;
+pub mod source;
+pub mod text;
 pub mod torch;
 
 pub use analyse::{analyse_collection, analyse_tree, Outcome, Report, TreeEvent, TreeReport};

@@ -10,7 +10,9 @@ use crate::analyse::{tmp_name, write_atomic};
 use crate::attrib::{Attributor, Out, RangeInfo};
 use crate::chrome::{ChromeWriter, Flavor, Tracks};
 use crate::decode::{CommEv, Event, Index, KernelEv, MemEv};
+use crate::dense::{DenseMap, FastMap};
 use crate::memory::MemTracker;
+use crate::rows::CsvOut;
 use crate::ExportError;
 use rlprof_profiler::record::RangeCat;
 use serde_json::{json, Map, Value};
@@ -167,9 +169,17 @@ pub fn us(ns: u64) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
 }
 
-fn mb(bytes: u64) -> String {
-    format!("{:.6}", bytes as f64 / (1024.0 * 1024.0))
+/// The CSV field of a name id, escaped once.
+fn csv_name<'a>(names: &'a mut DenseMap<Box<[u8]>>, idx: &Index, id: u32) -> &'a [u8] {
+    names.get_or_insert_with(id, || {
+        let mut v = Vec::new();
+        crate::text::csv_field(&mut v, idx.name(id));
+        v.into_boxed_slice()
+    })
 }
+
+/// Bytes per MiB.
+const MIB: f64 = 1024.0 * 1024.0;
 
 #[derive(Default, Clone, Copy)]
 struct Stat {
@@ -233,9 +243,11 @@ struct CommOp {
 struct Writers {
     out_dir: PathBuf,
     trace: ChromeWriter<BufWriter<File>>,
-    kernels: Option<csv::Writer<BufWriter<File>>>,
-    mem_record: Option<csv::Writer<BufWriter<File>>>,
-    op_memory: Option<csv::Writer<BufWriter<File>>>,
+    kernels: Option<CsvOut>,
+    mem_record: Option<CsvOut>,
+    op_memory: Option<CsvOut>,
+    /// CSV text of names by id (escaped once).
+    csv_names: DenseMap<Box<[u8]>>,
 }
 
 struct Exporter<'a> {
@@ -245,11 +257,11 @@ struct Exporter<'a> {
     shapes: bool,
     steps_marked: bool,
     mem: MemTracker,
-    op_stat: HashMap<u32, Stat>,
-    api_stat: HashMap<(u8, u32), Stat>,
-    ops: HashMap<(u32, u32, u32), OpAgg>,
+    op_stat: FastMap<u32, Stat>,
+    api_stat: FastMap<(u8, u32), Stat>,
+    ops: FastMap<(u32, u32, u32), OpAgg>,
     steps: BTreeMap<u64, StepAgg>,
-    last_end: HashMap<(u32, u16), u64>,
+    last_end: FastMap<(u32, u16), u64>,
     comm_ops: BTreeMap<u64, Vec<CommOp>>,
     comm_seq: HashMap<(u64, u32, u32), u64>,
     kernel_total: u64,
@@ -392,7 +404,7 @@ impl<'a> Exporter<'a> {
             comm_pid: 2_000_000 + idx.meta.rank as u64,
         };
         let mut trace = ChromeWriter::new(
-            BufWriter::with_capacity(1 << 20, f),
+            BufWriter::with_capacity(1 << 16, f),
             "[\n",
             0,
             Flavor::Ascend,
@@ -402,7 +414,7 @@ impl<'a> Exporter<'a> {
         trace.track_metadata(idx);
         let has = |f: &str| files.contains(&f);
         let kernels = if has("kernel_details.csv") {
-            Some(csv_writer(
+            Some(CsvOut::create(
                 &out_dir.join("kernel_details.csv"),
                 &kernel_header(steps_marked, shapes, level),
             )?)
@@ -411,11 +423,11 @@ impl<'a> Exporter<'a> {
         };
         let (mem_record, op_memory) = if has("memory_record.csv") {
             (
-                Some(csv_writer(
+                Some(CsvOut::create(
                     &out_dir.join("memory_record.csv"),
                     &MEMORY_RECORD,
                 )?),
-                Some(csv_writer(
+                Some(CsvOut::create(
                     &out_dir.join("operator_memory.csv"),
                     &OPERATOR_MEMORY,
                 )?),
@@ -431,20 +443,21 @@ impl<'a> Exporter<'a> {
                 kernels,
                 mem_record,
                 op_memory,
+                csv_names: DenseMap::default(),
             },
             level,
             shapes,
             steps_marked,
             mem: MemTracker::default(),
-            op_stat: HashMap::new(),
-            api_stat: HashMap::new(),
-            ops: HashMap::new(),
+            op_stat: FastMap::default(),
+            api_stat: FastMap::default(),
+            ops: FastMap::default(),
             steps: idx
                 .steps
                 .iter()
                 .map(|s| (s.step, StepAgg::default()))
                 .collect(),
-            last_end: HashMap::new(),
+            last_end: FastMap::default(),
             comm_ops: BTreeMap::new(),
             comm_seq: HashMap::new(),
             kernel_total: 0,
@@ -468,11 +481,12 @@ impl<'a> Exporter<'a> {
             self.memory_rows(m, released)?;
         }
         if self.level >= 0 || !matches!(o, Out::Kernel(..)) {
-            let path = self.w.out_dir.join("trace_view.json");
-            self.w
-                .trace
-                .push(idx, o, &self.mem)
-                .map_err(ExportError::io(&path))?;
+            if let Err(source) = self.w.trace.push(idx, o, &self.mem) {
+                return Err(ExportError::Io {
+                    path: self.w.out_dir.join("trace_view.json"),
+                    source,
+                });
+            }
         }
         match o {
             Out::Range(r) => self.range(r),
@@ -525,48 +539,54 @@ impl<'a> Exporter<'a> {
         let Some(w) = self.w.kernels.as_mut() else {
             return Ok(());
         };
-        let mut row: Vec<String> = Vec::with_capacity(20);
         if self.steps_marked {
-            row.push(step.map(|s| s.to_string()).unwrap_or_default());
+            match step {
+                Some(s) => w.uint(s),
+                None => w.empty(),
+            }
         }
-        let name = idx.name(k.name).to_string();
-        row.push("0".into());
-        row.push(name.clone());
-        row.push(name);
-        row.push(if k.on_host { "CPU" } else { "GPU" }.into());
-        row.push(us(k.start));
-        row.push(us(dur));
-        row.push(
-            prev.map(|p| us(k.start.saturating_sub(p)))
-                .unwrap_or_else(|| us(0)),
-        );
-        row.push(String::new());
+        w.raw(b"0");
+        let name = csv_name(&mut self.w.csv_names, idx, k.name);
+        w.raw(name);
+        w.raw(name);
+        w.raw(if k.on_host { b"CPU" } else { b"GPU" });
+        w.us(k.start);
+        w.us(dur);
+        w.us(prev.map_or(0, |p| k.start.saturating_sub(p)));
+        w.empty();
         if self.shapes {
-            row.push(
-                op.map(|o| idx.name(o.shapes).to_string())
-                    .unwrap_or_default(),
-            );
-            row.push(
-                op.map(|o| idx.name(o.dtypes).to_string())
-                    .unwrap_or_default(),
-            );
-            row.extend([String::new(), String::new(), String::new(), String::new()]);
+            match op {
+                Some(o) => {
+                    w.str(idx.name(o.shapes));
+                    w.str(idx.name(o.dtypes));
+                }
+                None => {
+                    w.empty();
+                    w.empty();
+                }
+            }
+            for _ in 0..4 {
+                w.empty();
+            }
         }
         if self.level >= 1 {
             let secs = dur as f64 / 1e9;
-            let opt = |v: u64| if v > 0 { v.to_string() } else { String::new() };
-            let rate = |v: u64| {
-                if v > 0 && secs > 0.0 {
-                    format!("{:.3}", v as f64 / secs / 1e9)
+            for v in [k.flops, k.bytes] {
+                if v > 0 {
+                    w.uint(v);
                 } else {
-                    String::new()
+                    w.empty();
                 }
-            };
-            row.extend([opt(k.flops), opt(k.bytes), rate(k.flops), rate(k.bytes)]);
+            }
+            for v in [k.flops, k.bytes] {
+                if v > 0 && secs > 0.0 {
+                    w.fixed(v as f64 / secs / 1e9, 3);
+                } else {
+                    w.empty();
+                }
+            }
         }
-        let path = self.w.out_dir.join("kernel_details.csv");
-        w.write_record(&row)
-            .map_err(|source| ExportError::Csv { path, source })
+        w.end_row()
     }
 
     fn comm(&mut self, c: &CommEv) {
@@ -608,21 +628,16 @@ impl<'a> Exporter<'a> {
         m: &MemEv,
         released: Option<crate::memory::Live>,
     ) -> Result<(), ExportError> {
-        let dev = "CPU";
         if let Some(w) = self.w.mem_record.as_mut() {
-            let a = mb(self.mem.allocated);
-            let rec = [
-                "PTA".to_string(),
-                us(m.ts),
-                a.clone(),
-                mb(self.mem.reserved()),
-                a,
-                String::new(),
-                dev.into(),
-            ];
-            let path = self.w.out_dir.join("memory_record.csv");
-            w.write_record(&rec)
-                .map_err(|source| ExportError::Csv { path, source })?;
+            let a = self.mem.allocated as f64 / MIB;
+            w.raw(b"PTA");
+            w.us(m.ts);
+            w.fixed(a, 6);
+            w.fixed(self.mem.reserved() as f64 / MIB, 6);
+            w.fixed(a, 6);
+            w.empty();
+            w.raw(b"CPU");
+            w.end_row()?;
         }
         if let (Some(l), true) = (released, m.free) {
             let after = self.mem.allocated;
@@ -640,31 +655,27 @@ impl<'a> Exporter<'a> {
             return Ok(());
         };
         let name = self.idx.name(l.op);
-        let (rt, dur, rel) = match release {
-            Some((t, total)) => (us(t), us(t.saturating_sub(l.ts)), mb(total)),
-            None => (String::new(), String::new(), String::new()),
-        };
-        let at = mb(l.total_at_alloc);
-        let rec = [
-            if name.is_empty() { "unknown" } else { name }.to_string(),
-            format!("{:.3}", l.bytes as f64 / 1024.0),
-            us(l.ts),
-            rt.clone(),
-            rt,
-            dur.clone(),
-            dur,
-            at.clone(),
-            at.clone(),
-            at,
-            rel.clone(),
-            rel.clone(),
-            rel,
-            String::new(),
-            "CPU".into(),
-        ];
-        let path = self.w.out_dir.join("operator_memory.csv");
-        w.write_record(&rec)
-            .map_err(|source| ExportError::Csv { path, source })
+        w.str(if name.is_empty() { "unknown" } else { name });
+        w.fixed(l.bytes as f64 / 1024.0, 3);
+        w.us(l.ts);
+        match release {
+            Some((t, _)) => {
+                w.us(t);
+                w.us(t);
+                w.us(t.saturating_sub(l.ts));
+                w.us(t.saturating_sub(l.ts));
+            }
+            None => (0..4).for_each(|_| w.empty()),
+        }
+        let at = l.total_at_alloc as f64 / MIB;
+        (0..3).for_each(|_| w.fixed(at, 6));
+        match release {
+            Some((_, total)) => (0..3).for_each(|_| w.fixed(total as f64 / MIB, 6)),
+            None => (0..3).for_each(|_| w.empty()),
+        }
+        w.empty();
+        w.raw(b"CPU");
+        w.end_row()
     }
 
     fn finish(mut self, files: &[&str]) -> Result<(), ExportError> {
@@ -681,14 +692,15 @@ impl<'a> Exporter<'a> {
             let path = p.to_path_buf();
             move |source: std::io::Error| ExportError::Io { path, source }
         };
-        for (w, name) in [
-            (self.w.kernels.take(), "kernel_details.csv"),
-            (self.w.mem_record.take(), "memory_record.csv"),
-            (self.w.op_memory.take(), "operator_memory.csv"),
-        ] {
-            if let Some(mut w) = w {
-                w.flush().map_err(csv_err(&dir.join(name)))?;
-            }
+        for w in [
+            self.w.kernels.take(),
+            self.w.mem_record.take(),
+            self.w.op_memory.take(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            w.finish()?;
         }
         self.w.trace.stream_metadata();
         let trace_path = dir.join("trace_view.json");

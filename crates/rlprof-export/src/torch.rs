@@ -15,6 +15,7 @@ use crate::attrib::{Attributor, Out};
 use crate::chrome::{json_str, ChromeWriter, Flavor, Tracks};
 use crate::decode::{Event, Index};
 use crate::memory::{MemTracker, SnapshotBuilder};
+use crate::pipe::Pipe;
 use crate::ExportError;
 use flate2::write::GzEncoder;
 use std::fs::File;
@@ -33,8 +34,9 @@ pub fn trace_file_name(idx: &Index) -> String {
 fn prefix(idx: &Index, base_ns: u64) -> String {
     let m = &idx.meta;
     let backend = if m.world_size > 1 { "mpi" } else { "none" };
-    let mut name = String::new();
+    let mut name = Vec::new();
     json_str(&mut name, &trace_file_name(idx));
+    let name = String::from_utf8_lossy(&name);
     // `"rank": N` with a space: HolisticTraceAnalysis reads the rank with `"rank":\s+(\d+)`.
     format!(
         "{{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"distributedInfo\": {{\"backend\": \"{backend}\", \"rank\": {}, \"world_size\": {}}},\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": {base_ns},\n  \"traceName\": {name},\n  \"traceEvents\": [\n",
@@ -56,6 +58,8 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
         BufWriter::with_capacity(1 << 20, f),
         flate2::Compression::fast(),
     );
+    // Compression runs on its own thread, beside formatting.
+    let gz = Pipe::new(gz).map_err(io(&tmp))?;
     // Times relative to the collection's first microsecond (doubles keep ns precision).
     let base_ns = idx.start_wall() / 1000 * 1000;
     let tracks = Tracks {
@@ -86,7 +90,8 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
         });
     }
     w.stream_metadata();
-    let gz = w.finish("\n]\n}\n").map_err(io(&tmp))?;
+    let pipe = w.finish("\n]\n}\n").map_err(io(&tmp))?;
+    let gz = pipe.finish().map_err(io(&tmp))?;
     let mut bw = gz.finish().map_err(io(&tmp))?;
     bw.flush().map_err(io(&tmp))?;
     drop(bw);

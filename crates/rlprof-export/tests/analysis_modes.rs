@@ -172,7 +172,11 @@ fn read_only_output_directory_fails_cleanly() {
         // Root ignores permissions: make the first output unwritable another way (its
         // temporary name is a directory), which takes the same error path.
         eprintln!("running as root: simulating an unwritable output instead of chmod");
-        std::fs::create_dir(c.join("profiler_info_0.json.tmp")).unwrap();
+        // The collection's rank (done[0] is whichever rank finished first).
+        let raw = rlprof_export::analyse::raw_files(c);
+        let name = raw[0].file_name().unwrap().to_string_lossy().into_owned();
+        let rank = name.trim_start_matches("rank_").trim_end_matches(".rlraw");
+        std::fs::create_dir(c.join(format!("profiler_info_{rank}.json.tmp"))).unwrap();
     }
     let r = analyse_tree(c, 1, &|_| {}).unwrap();
     assert_eq!(r.failed(), 1);

@@ -91,7 +91,26 @@ impl TickMapper {
     }
 
     /// Monotonic nanoseconds of a tick value.
+    ///
+    /// The result is that of exact `i128` arithmetic; the common case (tick differences and
+    /// products inside `i64`) avoids the slow software `i128 <-> f64` conversions.
+    #[inline]
     pub fn to_ns(&self, ticks: u64) -> u64 {
+        const HALF: u64 = 1 << 62;
+        if ticks >= HALF || self.base_ticks >= HALF {
+            return self.wide_ns(ticks);
+        }
+        let x = (ticks as i64 - self.base_ticks as i64) as f64 * self.ns_per_tick;
+        // |x| < 2^62: converting through i64 truncates exactly like the i128 path.
+        if x.is_nan() || x.abs() >= HALF as f64 {
+            return self.wide_ns(ticks);
+        }
+        (self.base_ns as i128 + x as i64 as i128).max(0) as u64
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wide_ns(&self, ticks: u64) -> u64 {
         let d = ticks as i128 - self.base_ticks as i128;
         (self.base_ns as i128 + (d as f64 * self.ns_per_tick) as i128).max(0) as u64
     }
@@ -113,5 +132,41 @@ pub fn local_ns_per_tick() -> f64 {
         ns as f64 / (b - a) as f64
     } else {
         1.0
+    }
+}
+
+#[cfg(test)]
+mod mapper_tests {
+    use super::*;
+
+    #[test]
+    fn fast_path_equals_wide_arithmetic() {
+        let cal = |ticks, mono_ns| Calibration {
+            ticks,
+            mono_ns,
+            wall_ns: 0,
+        };
+        let mappers = [
+            TickMapper::new(cal(0, 1_000), cal(10_000_000, 5_001_000)),
+            TickMapper::new(cal(5_000_000_000, 77), cal(9_000_000_000, 1_333_333_477)),
+            TickMapper::new(cal(1 << 62, 0), cal((1 << 62) + 2_000_000, 4_000_000)),
+        ];
+        let ticks = [
+            0,
+            1,
+            999,
+            4_999_999_999,
+            5_000_000_000,
+            123_456_789_012,
+            (1 << 62) - 1,
+            1 << 62,
+            u64::MAX / 3,
+            u64::MAX,
+        ];
+        for m in mappers {
+            for t in ticks {
+                assert_eq!(m.to_ns(t), m.wide_ns(t), "ticks {t} mapper {m:?}");
+            }
+        }
     }
 }

@@ -342,19 +342,7 @@ impl<R: Read> RawReader<R> {
             .map_err(|e| corrupt(format!("cannot read header: {e}")))?
             .then_some(())
             .ok_or_else(|| corrupt("file shorter than its 16-byte header".into()))?;
-        if &h[0..8] != FILE_MAGIC {
-            return Err(corrupt("not an rlprof raw file (bad magic)".into()));
-        }
-        let version = u32::from_le_bytes(h[8..12].try_into().expect("4"));
-        if version != FORMAT_VERSION {
-            return Err(corrupt(format!(
-                "raw format version {version}, this build reads {FORMAT_VERSION}"
-            )));
-        }
-        let rs = u32::from_le_bytes(h[12..16].try_into().expect("4"));
-        if rs as usize != RECORD_SIZE {
-            return Err(corrupt(format!("record size {rs}, expected {RECORD_SIZE}")));
-        }
+        check_header(&h, path)?;
         Ok(RawReader {
             input,
             path: path.to_path_buf(),
@@ -375,7 +363,7 @@ impl<R: Read> RawReader<R> {
         self.offset
     }
 
-    fn fail(&mut self, reason: String) -> Option<Chunk> {
+    fn fail<T>(&mut self, reason: String) -> Option<T> {
         self.corruption = Some(Corruption {
             path: self.path.clone(),
             offset: self.offset,
@@ -386,6 +374,38 @@ impl<R: Read> RawReader<R> {
     }
 
     fn next_chunk(&mut self) -> Option<Chunk> {
+        let (kind, len) = self.next_payload()?;
+        let chunk = match decode(kind, &self.buf[..len]) {
+            Ok(c) => c,
+            Err(reason) => return self.fail(reason),
+        };
+        self.offset += (CHUNK_HEADER_LEN + len) as u64;
+        Some(chunk)
+    }
+
+    /// The next chunk borrowed from the reader's buffer: a Records chunk comes as its raw
+    /// record bytes (decode them with [`records_of`]), so streaming readers copy and allocate
+    /// nothing per chunk. Same validation and [`RawReader::corruption`] as the iterator.
+    pub fn next_ref(&mut self) -> Option<ChunkRef<'_>> {
+        let (kind, len) = self.next_payload()?;
+        let other = match chunk_ref(kind, &self.buf[..len]) {
+            Ok(ChunkRef::Other(c)) => Some(c),
+            Ok(ChunkRef::Records { .. }) => None,
+            Err(reason) => return self.fail(reason),
+        };
+        self.offset += (CHUNK_HEADER_LEN + len) as u64;
+        Some(match other {
+            Some(c) => ChunkRef::Other(c),
+            None => ChunkRef::Records {
+                thread: u32::from_le_bytes(self.buf[0..4].try_into().expect("4")),
+                body: &self.buf[8..len],
+            },
+        })
+    }
+
+    /// Reads and checks the next chunk's header and payload into `self.buf`; returns its kind
+    /// and payload length (the offset is not yet advanced).
+    fn next_payload(&mut self) -> Option<(ChunkKind, usize)> {
         if self.done {
             return None;
         }
@@ -401,18 +421,10 @@ impl<R: Read> RawReader<R> {
             Ok(_) => {}
             Err(e) => return self.fail(format!("read error: {e}")),
         }
-        let magic = u32::from_le_bytes(h[0..4].try_into().expect("4"));
-        if magic != CHUNK_MAGIC {
-            return self.fail("bad chunk magic".into());
-        }
-        let kind_raw = u16::from_le_bytes(h[4..6].try_into().expect("2"));
-        let len = u32::from_le_bytes(h[8..12].try_into().expect("4")) as usize;
-        let crc = u32::from_le_bytes(h[12..16].try_into().expect("4"));
-        if len > MAX_PAYLOAD {
-            return self.fail(format!(
-                "chunk length {len} exceeds the {MAX_PAYLOAD}-byte limit"
-            ));
-        }
+        let (kind_raw, len, crc) = match chunk_head(&h) {
+            Ok(v) => v,
+            Err(reason) => return self.fail(reason),
+        };
         self.buf.resize(len, 0);
         match read_prefix(&mut self.input, &mut self.buf) {
             Ok(n) if n < len => {
@@ -421,19 +433,201 @@ impl<R: Read> RawReader<R> {
             Ok(_) => {}
             Err(e) => return self.fail(format!("read error: {e}")),
         }
-        if crc32fast::hash(&self.buf) != crc {
-            return self.fail("checksum mismatch".into());
+        match check_payload(kind_raw, crc, &self.buf) {
+            Ok(kind) => Some((kind, len)),
+            Err(reason) => self.fail(reason),
         }
-        let Some(kind) = ChunkKind::from_u16(kind_raw) else {
-            return self.fail(format!("unknown chunk kind {kind_raw}"));
+    }
+}
+
+fn check_header(h: &[u8; HEADER_LEN], path: &Path) -> Result<(), ProfilerError> {
+    let corrupt = |reason: String| ProfilerError::Corrupt {
+        path: path.to_path_buf(),
+        offset: 0,
+        reason,
+    };
+    if &h[0..8] != FILE_MAGIC {
+        return Err(corrupt("not an rlprof raw file (bad magic)".into()));
+    }
+    let version = u32::from_le_bytes(h[8..12].try_into().expect("4"));
+    if version != FORMAT_VERSION {
+        return Err(corrupt(format!(
+            "raw format version {version}, this build reads {FORMAT_VERSION}"
+        )));
+    }
+    let rs = u32::from_le_bytes(h[12..16].try_into().expect("4"));
+    if rs as usize != RECORD_SIZE {
+        return Err(corrupt(format!("record size {rs}, expected {RECORD_SIZE}")));
+    }
+    Ok(())
+}
+
+/// A chunk header's `(kind, payload length, crc)`, checked for magic and length limit.
+fn chunk_head(h: &[u8; CHUNK_HEADER_LEN]) -> Result<(u16, usize, u32), String> {
+    let magic = u32::from_le_bytes(h[0..4].try_into().expect("4"));
+    if magic != CHUNK_MAGIC {
+        return Err("bad chunk magic".into());
+    }
+    let kind_raw = u16::from_le_bytes(h[4..6].try_into().expect("2"));
+    let len = u32::from_le_bytes(h[8..12].try_into().expect("4")) as usize;
+    let crc = u32::from_le_bytes(h[12..16].try_into().expect("4"));
+    if len > MAX_PAYLOAD {
+        return Err(format!(
+            "chunk length {len} exceeds the {MAX_PAYLOAD}-byte limit"
+        ));
+    }
+    Ok((kind_raw, len, crc))
+}
+
+/// Checks a complete payload's CRC (when `crc` is given) and kind.
+fn check_payload(kind_raw: u16, crc: u32, payload: &[u8]) -> Result<ChunkKind, String> {
+    if crc32fast::hash(payload) != crc {
+        return Err("checksum mismatch".into());
+    }
+    ChunkKind::from_u16(kind_raw).ok_or_else(|| format!("unknown chunk kind {kind_raw}"))
+}
+
+/// A checked payload as a [`ChunkRef`]: records stay borrowed, other kinds are decoded.
+fn chunk_ref(kind: ChunkKind, p: &[u8]) -> Result<ChunkRef<'_>, String> {
+    if kind != ChunkKind::Records {
+        return decode(kind, p).map(ChunkRef::Other);
+    }
+    if p.len() < 8 {
+        return Err("Records chunk too short".into());
+    }
+    if !(p.len() - 8).is_multiple_of(RECORD_SIZE) {
+        return Err("records chunk length is not a multiple of 24".into());
+    }
+    Ok(ChunkRef::Records {
+        thread: u32::from_le_bytes(p[0..4].try_into().expect("4")),
+        body: &p[8..],
+    })
+}
+
+/// Reads the chunks of a raw file held in memory (for instance memory-mapped) without copying:
+/// records are borrowed from `data`. Same validation, messages and [`SliceReader::corruption`]
+/// as [`RawReader`].
+pub struct SliceReader<'a> {
+    data: &'a [u8],
+    path: PathBuf,
+    offset: usize,
+    end: usize,
+    corruption: Option<Corruption>,
+    verify: bool,
+}
+
+impl<'a> SliceReader<'a> {
+    /// Checks the header of `data`; `path` names it in messages.
+    pub fn new(data: &'a [u8], path: &Path) -> Result<SliceReader<'a>, ProfilerError> {
+        let Some(h) = data.get(..HEADER_LEN) else {
+            return Err(ProfilerError::Corrupt {
+                path: path.to_path_buf(),
+                offset: 0,
+                reason: "file shorter than its 16-byte header".into(),
+            });
         };
-        let chunk = match decode(kind, &self.buf) {
+        check_header(h.try_into().expect("16"), path)?;
+        Ok(SliceReader {
+            data,
+            path: path.to_path_buf(),
+            offset: HEADER_LEN,
+            end: data.len(),
+            corruption: None,
+            verify: true,
+        })
+    }
+
+    /// Reads only the first `valid_bytes` and trusts their checksums: for a second pass over
+    /// data a first pass has verified up to that offset.
+    pub fn verified_prefix(mut self, valid_bytes: u64) -> SliceReader<'a> {
+        self.end = (valid_bytes as usize).min(self.data.len());
+        self.verify = false;
+        self
+    }
+
+    /// Where reading stopped early, if it did.
+    pub fn corruption(&self) -> Option<&Corruption> {
+        self.corruption.as_ref()
+    }
+
+    /// Byte offset of the next chunk.
+    pub fn offset(&self) -> u64 {
+        self.offset as u64
+    }
+
+    fn fail<T>(&mut self, reason: String) -> Option<T> {
+        self.corruption = Some(Corruption {
+            path: self.path.clone(),
+            offset: self.offset as u64,
+            reason,
+        });
+        self.end = self.offset;
+        None
+    }
+
+    /// The next chunk, or None at the end of the data or at the first bad chunk.
+    pub fn next_ref(&mut self) -> Option<ChunkRef<'a>> {
+        let rest = &self.data[self.offset..self.end];
+        if rest.is_empty() {
+            return None;
+        }
+        let Some(h) = rest.get(..CHUNK_HEADER_LEN) else {
+            let n = rest.len();
+            return self.fail(format!("truncated chunk header ({n} of 16 bytes)"));
+        };
+        let (kind_raw, len, crc) = match chunk_head(h.try_into().expect("16")) {
+            Ok(v) => v,
+            Err(reason) => return self.fail(reason),
+        };
+        let Some(payload) = rest.get(CHUNK_HEADER_LEN..CHUNK_HEADER_LEN + len) else {
+            let n = rest.len() - CHUNK_HEADER_LEN;
+            return self.fail(format!("truncated chunk payload ({n} of {len} bytes)"));
+        };
+        let kind = if self.verify {
+            check_payload(kind_raw, crc, payload)
+        } else {
+            ChunkKind::from_u16(kind_raw).ok_or_else(|| format!("unknown chunk kind {kind_raw}"))
+        };
+        let chunk = match kind.and_then(|k| chunk_ref(k, payload)) {
             Ok(c) => c,
             Err(reason) => return self.fail(reason),
         };
-        self.offset += (CHUNK_HEADER_LEN + len) as u64;
+        self.offset += CHUNK_HEADER_LEN + len;
         Some(chunk)
     }
+}
+
+/// A chunk borrowed from a [`RawReader`] ([`RawReader::next_ref`]).
+#[derive(Debug)]
+pub enum ChunkRef<'a> {
+    /// A thread's records, undecoded (a multiple of 24 bytes).
+    Records {
+        /// Thread index within the collection.
+        thread: u32,
+        /// The record bytes.
+        body: &'a [u8],
+    },
+    /// Any other chunk, decoded.
+    Other(Chunk),
+}
+
+impl ChunkRef<'_> {
+    /// The owned [`Chunk`] (records decoded).
+    pub fn into_owned(self) -> Chunk {
+        match self {
+            ChunkRef::Records { thread, body } => Chunk::Records {
+                thread,
+                records: records_of(body).collect(),
+            },
+            ChunkRef::Other(c) => c,
+        }
+    }
+}
+
+/// Decodes the records of a [`ChunkRef::Records`] body lazily.
+#[inline]
+pub fn records_of(body: &[u8]) -> impl ExactSizeIterator<Item = Record> + '_ {
+    body.chunks_exact(RECORD_SIZE).map(Record::from_bytes)
 }
 
 impl<R: Read> Iterator for RawReader<R> {
@@ -578,5 +772,96 @@ impl RawSummary {
     /// The string for an id (empty when unknown).
     pub fn name(&self, id: u32) -> &str {
         self.strings.get(&id).map(|s| s.as_str()).unwrap_or("")
+    }
+}
+
+#[cfg(test)]
+mod reader_tests {
+    use super::*;
+    use crate::record::Kind;
+
+    fn sample(path: &Path) -> Vec<u8> {
+        let mut w = RawWriter::create(path).unwrap();
+        w.write_meta(&serde_json::json!({"rank": 0})).unwrap();
+        w.write_strings([(1, "a"), (2, "bb")]).unwrap();
+        let rec = |ts| Record {
+            ts,
+            a: ts + 5,
+            name: 1,
+            kind: Kind::Range as u8,
+            cat: 4,
+            aux: 0,
+        };
+        w.write_records(3, &[rec(1), rec(2), rec(3)]).unwrap();
+        w.write_thread(3, "main").unwrap();
+        w.write_records(3, &[rec(9)]).unwrap();
+        w.write_end(4, 0).unwrap();
+        std::fs::read(path).unwrap()
+    }
+
+    fn via_reader(bytes: &[u8], path: &Path) -> (Vec<Chunk>, Option<Corruption>, u64) {
+        let mut r = RawReader::new(bytes, path).unwrap();
+        let mut v = Vec::new();
+        while let Some(c) = r.next_ref() {
+            v.push(c.into_owned());
+        }
+        (v, r.corruption().cloned(), r.offset())
+    }
+
+    fn via_slice(bytes: &[u8], path: &Path) -> (Vec<Chunk>, Option<Corruption>, u64) {
+        let mut r = SliceReader::new(bytes, path).unwrap();
+        let mut v = Vec::new();
+        while let Some(c) = r.next_ref() {
+            v.push(c.into_owned());
+        }
+        (v, r.corruption().cloned(), r.offset())
+    }
+
+    #[test]
+    fn slice_reader_matches_stream_reader_on_damaged_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.rlraw");
+        let good = sample(&path);
+        let full: Vec<Chunk> = RawReader::new(&good[..], &path).unwrap().collect();
+        assert_eq!(full.len(), 6);
+        assert_eq!(via_slice(&good, &path).0, full);
+        let mut cases: Vec<Vec<u8>> = (17..good.len())
+            .step_by(7)
+            .map(|n| good[..n].to_vec())
+            .collect();
+        for at in [16, 20, 24, 40, 60, good.len() - 3] {
+            let mut b = good.clone();
+            b[at] ^= 0x5a;
+            cases.push(b);
+        }
+        for b in cases {
+            let (a, ca, oa) = via_reader(&b, &path);
+            let (s, cs, os) = via_slice(&b, &path);
+            assert_eq!(a, s);
+            assert_eq!(ca, cs);
+            assert_eq!(oa, os);
+            let iter: Vec<Chunk> = RawReader::new(&b[..], &path).unwrap().collect();
+            assert_eq!(iter, a);
+        }
+    }
+
+    #[test]
+    fn verified_prefix_stops_at_the_valid_end_without_checksums() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.rlraw");
+        let good = sample(&path);
+        let (all, _, end) = via_slice(&good, &path);
+        let mut r = SliceReader::new(&good, &path)
+            .unwrap()
+            .verified_prefix(end - 20);
+        let mut n = 0;
+        while r.next_ref().is_some() {
+            n += 1;
+        }
+        assert!(n < all.len());
+        assert!(
+            r.corruption().is_some(),
+            "a prefix cutting a chunk reports it"
+        );
     }
 }

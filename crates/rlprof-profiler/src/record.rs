@@ -134,6 +134,7 @@ impl Record {
     }
 
     /// Decodes from 24 little-endian bytes.
+    #[inline]
     pub fn from_bytes(b: &[u8]) -> Record {
         Record {
             ts: u64::from_le_bytes(b[0..8].try_into().expect("8 bytes")),

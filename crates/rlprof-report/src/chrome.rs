@@ -1,9 +1,11 @@
 //! Foreign Chrome-trace JSON: PyTorch profiler traces (`*.pt.trace.json[.gz]`, an object with
 //! `traceEvents`) and Ascend's `trace_view.json` (a bare array of events).
 //!
-//! The file is streamed: events are deserialised one at a time and converted straight into the
-//! [`Profile`], so memory grows with the events kept, never with the JSON text. Invalid UTF-8 is
-//! replaced by U+FFFD before parsing, so hostile bytes in names load as inert text.
+//! The (decompressed) text is read into memory, counted against the size limit as it is read,
+//! and parsed from there (serde_json parses a slice several times faster than a reader); events
+//! are deserialised one at a time and converted straight into the [`Profile`], so memory is the
+//! text plus the events kept. Invalid UTF-8 is replaced by U+FFFD before parsing, so hostile
+//! bytes in names load as inert text.
 //!
 //! Documented limits ([`Limits`]): at most 1 GiB of (uncompressed) JSON text, at most 20 million
 //! events, at most 128 levels of JSON nesting (serde_json's recursion limit, which keeps the
@@ -93,39 +95,68 @@ pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), Re
             return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
         }
     }
-    let input: Box<dyn Read> = if gz {
-        Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file)))
-    } else {
-        Box::new(file)
-    };
+    if !gz {
+        // The size is known: read into a buffer of that size (no regrowth, no copies).
+        let mut bytes = Vec::with_capacity(file.metadata().map_or(0, |m| m.len() as usize + 1));
+        let mut counted = Capped {
+            inner: file,
+            left: limits.max_bytes,
+            hit: false,
+        };
+        let read = counted.read_to_end(&mut bytes);
+        if counted.hit {
+            return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
+        }
+        read.map_err(crate::error::io(path))?;
+        return read_text(&lossy(bytes), path, p, limits);
+    }
+    let input = flate2::read::MultiGzDecoder::new(BufReader::new(file));
     read_stream(input, path, p, limits)
 }
 
-/// Streams events from any reader (uncompressed JSON) into `p`.
+/// Reads events from any reader (uncompressed JSON) into `p`.
+///
+/// The text is read into memory first (at most `limits.max_bytes`, counted as it is read) and
+/// parsed from there: serde_json parses a slice several times faster than a reader, which is
+/// what makes an 80 MB trace load in a fraction of `json.load`'s time (BENCHMARKS.md).
 pub fn read_stream(
     input: impl Read,
     path: &Path,
     p: &mut Profile,
     limits: &Limits,
 ) -> Result<(), ReportError> {
-    let counted = Capped {
+    let mut counted = Capped {
         inner: input,
         left: limits.max_bytes,
         hit: false,
     };
-    let mut lossy = BufReader::with_capacity(1 << 16, Utf8Lossy::new(counted));
+    let mut bytes = Vec::new();
+    let read = counted.read_to_end(&mut bytes);
+    if counted.hit {
+        return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
+    }
+    read.map_err(crate::error::io(path))?;
+    read_text(&lossy(bytes), path, p, limits)
+}
+
+/// The bytes as text, invalid UTF-8 replaced by U+FFFD (no copy when valid).
+fn lossy(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
+}
+
+/// Parses a whole Chrome-trace text into `p`.
+fn read_text(text: &str, path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), ReportError> {
     let mut sink = Sink::new(p, limits.max_events);
-    let mut de = serde_json::Deserializer::from_reader(&mut lossy);
+    let mut de = serde_json::Deserializer::from_str(text);
     let res = TopSeed { sink: &mut sink }
         .deserialize(&mut de)
         .and_then(|()| de.end());
     drop(de);
-    let capped_hit = lossy.get_ref().inner.hit;
     let limit_hit = sink.limit_hit;
     sink.finish();
-    if capped_hit {
-        return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
-    }
     if limit_hit {
         return Err(limit(path, "events", limits.max_events));
     }
@@ -176,86 +207,6 @@ impl<R: Read> Read for Capped<R> {
             return Err(std::io::Error::other("input size limit reached"));
         }
         self.left -= n as u64;
-        Ok(n)
-    }
-}
-
-/// Replaces invalid UTF-8 sequences by U+FFFD, streaming.
-struct Utf8Lossy<R> {
-    inner: R,
-    raw: Vec<u8>,
-    out: Vec<u8>,
-    pos: usize,
-    eof: bool,
-}
-
-impl<R: Read> Utf8Lossy<R> {
-    fn new(inner: R) -> Self {
-        Utf8Lossy {
-            inner,
-            raw: Vec::with_capacity(1 << 16),
-            out: Vec::with_capacity(1 << 16),
-            pos: 0,
-            eof: false,
-        }
-    }
-
-    /// Converts as much of `raw` as is decidable into `out`.
-    fn convert(&mut self) {
-        self.out.clear();
-        self.pos = 0;
-        let mut rest: &[u8] = &self.raw;
-        loop {
-            match std::str::from_utf8(rest) {
-                Ok(s) => {
-                    self.out.extend_from_slice(s.as_bytes());
-                    rest = &[];
-                    break;
-                }
-                Err(e) => {
-                    let (ok, bad) = rest.split_at(e.valid_up_to());
-                    self.out.extend_from_slice(ok);
-                    match e.error_len() {
-                        Some(n) => {
-                            self.out.extend_from_slice("\u{FFFD}".as_bytes());
-                            rest = &bad[n..];
-                        }
-                        None if self.eof => {
-                            self.out.extend_from_slice("\u{FFFD}".as_bytes());
-                            rest = &[];
-                            break;
-                        }
-                        None => {
-                            rest = bad;
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        let keep = rest.len();
-        let start = self.raw.len() - keep;
-        self.raw.drain(..start);
-    }
-}
-
-impl<R: Read> Read for Utf8Lossy<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.pos >= self.out.len() {
-            if self.eof && self.raw.is_empty() {
-                return Ok(0);
-            }
-            let mut tmp = [0u8; 1 << 15];
-            let n = self.inner.read(&mut tmp)?;
-            if n == 0 {
-                self.eof = true;
-            }
-            self.raw.extend_from_slice(&tmp[..n]);
-            self.convert();
-        }
-        let n = buf.len().min(self.out.len() - self.pos);
-        buf[..n].copy_from_slice(&self.out[self.pos..self.pos + n]);
-        self.pos += n;
         Ok(n)
     }
 }

@@ -1,0 +1,298 @@
+//! Byte-level formatting for the exporters' hot paths: integers, microsecond times, fixed-point
+//! floats, JSON string literals and CSV fields, appended to a reusable `Vec<u8>`.
+//!
+//! Each function produces exactly the text of the `format!` it replaces (`{}`, `{:.N}`, the
+//! `csv` crate's necessary-quotes rule); [`fixed`] falls back to `format!` whenever a shortcut
+//! could round differently, and the tests compare every function with its `format!` twin.
+
+use std::io::Write as _;
+
+/// Appends `v` in decimal.
+#[inline]
+pub fn uint(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// Appends `v` in decimal.
+#[inline]
+pub fn int(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// `00`..`99`.
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Appends the last 3 decimal digits of `v` (zero-padded).
+#[inline]
+fn digits3(out: &mut Vec<u8>, v: u32) {
+    let v = v % 1000;
+    let p = (v % 100) as usize * 2;
+    out.extend_from_slice(&[b'0' + (v / 100) as u8, PAIRS[p], PAIRS[p + 1]]);
+}
+
+/// Appends `v < 10^6` as exactly 6 zero-padded digits.
+#[inline]
+fn digits6(out: &mut Vec<u8>, v: u32) {
+    let (hi, lo) = ((v / 1000) as usize, (v % 1000) as usize);
+    let (a, b) = (hi % 100 * 2, lo % 100 * 2);
+    out.extend_from_slice(&[
+        b'0' + (hi / 100) as u8,
+        PAIRS[a],
+        PAIRS[a + 1],
+        b'0' + (lo / 100) as u8,
+        PAIRS[b],
+        PAIRS[b + 1],
+    ]);
+}
+
+/// Appends `ns` as microseconds with 3 decimals (`format!("{}.{:03}", ns / 1000, ns % 1000)`).
+#[inline]
+pub fn us3(out: &mut Vec<u8>, ns: u64) {
+    let us = ns / 1000;
+    if us < 10 {
+        out.push(b'0' + us as u8);
+    } else {
+        uint(out, us);
+    }
+    out.push(b'.');
+    digits3(out, (ns % 1000) as u32);
+}
+
+/// [`us3`] for timestamps that share their leading digits: the digits above the last six of
+/// the microsecond part are formatted once and reused while they stay the same (absolute
+/// timestamps of one collection differ only in their low digits).
+#[derive(Debug, Default)]
+pub struct UsCache {
+    high: u64,
+    text: Vec<u8>,
+}
+
+impl UsCache {
+    /// Appends `ns` exactly as [`us3`] does.
+    #[inline]
+    pub fn us3(&mut self, out: &mut Vec<u8>, ns: u64) {
+        let us = ns / 1000;
+        let high = us / 1_000_000;
+        if high == 0 {
+            return us3(out, ns);
+        }
+        if high != self.high || self.text.is_empty() {
+            self.high = high;
+            self.text.clear();
+            uint(&mut self.text, high);
+        }
+        out.extend_from_slice(&self.text);
+        digits6(out, (us % 1_000_000) as u32);
+        out.push(b'.');
+        digits3(out, (ns % 1000) as u32);
+    }
+}
+
+/// Appends `format!("{:.D$}", x)` for `D` = 3 or 6 (other values go through `format!`).
+///
+/// Shortcut: for `0 <= x` with `x * 10^D` well inside the exactly representable integers, the
+/// scaled value is rounded in floating point; the result is taken only when the scaled value
+/// is farther from a rounding tie than the multiplication's error bound, so it always equals
+/// the correctly rounded decimal `format!` produces.
+pub fn fixed(out: &mut Vec<u8>, x: f64, decimals: u32) {
+    let scale = match decimals {
+        3 => 1e3,
+        6 => 1e6,
+        _ => return slow_fixed(out, x, decimals),
+    };
+    let t = x * scale;
+    if !(x.is_sign_positive() && t < 4.0e15) {
+        return slow_fixed(out, x, decimals);
+    }
+    let floor = t.floor();
+    let frac = t - floor;
+    // |exact - t| <= ulp(t) / 2 <= t * 2^-53; keep a wide margin.
+    let margin = t * 4.0e-16 + 1e-300;
+    if (frac - 0.5).abs() <= margin {
+        return slow_fixed(out, x, decimals);
+    }
+    let r = if frac > 0.5 { floor + 1.0 } else { floor } as u64;
+    let p = 10u64.pow(decimals);
+    uint(out, r / p);
+    out.push(b'.');
+    let mut digits = [b'0'; 6];
+    let mut f = r % p;
+    for d in digits[..decimals as usize].iter_mut().rev() {
+        *d = b'0' + (f % 10) as u8;
+        f /= 10;
+    }
+    out.extend_from_slice(&digits[..decimals as usize]);
+}
+
+#[cold]
+fn slow_fixed(out: &mut Vec<u8>, x: f64, decimals: u32) {
+    let _ = write!(out, "{:.*}", decimals as usize, x);
+}
+
+/// Appends `s` as a JSON string literal (with quotes).
+pub fn json_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let b = s.as_bytes();
+    let mut start = 0;
+    for (i, &c) in b.iter().enumerate() {
+        let esc: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            c if c < 0x20 => {
+                out.extend_from_slice(&b[start..i]);
+                let _ = write!(out, "\\u{:04x}", c);
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.extend_from_slice(&b[start..i]);
+        out.extend_from_slice(esc);
+        start = i + 1;
+    }
+    out.extend_from_slice(&b[start..]);
+    out.push(b'"');
+}
+
+/// Appends `s` as one CSV field the way the `csv` crate writes it by default: quoted (with
+/// quotes doubled) only when it holds `,`, `"`, `\r` or `\n`.
+pub fn csv_field(out: &mut Vec<u8>, s: &str) {
+    let b = s.as_bytes();
+    if !b.iter().any(|&c| matches!(c, b',' | b'"' | b'\r' | b'\n')) {
+        out.extend_from_slice(b);
+        return;
+    }
+    out.push(b'"');
+    for &c in b {
+        if c == b'"' {
+            out.push(b'"');
+        }
+        out.push(c);
+    }
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(f: impl FnOnce(&mut Vec<u8>)) -> String {
+        let mut v = Vec::new();
+        f(&mut v);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn integers_and_microseconds_match_format() {
+        let mut cache = UsCache::default();
+        let mut vs = vec![
+            0u64,
+            1,
+            9,
+            10,
+            999,
+            1000,
+            1001,
+            9999,
+            10_000,
+            123_456_789,
+            u64::MAX,
+        ];
+        vs.extend([999_999_999, 1_000_000_000, 1_000_000_001, 1_000_001_000]);
+        vs.extend((0..2000u64).map(|i| 1_700_000_000_000_000_000 + i * 7_777_777));
+        vs.extend((0..2000u64).map(|i| 1_699_999_999_000_000_000 + i * 1_000_000));
+        for v in vs {
+            let want = format!("{}.{:03}", v / 1000, v % 1000);
+            assert_eq!(s(|o| uint(o, v)), v.to_string());
+            assert_eq!(s(|o| us3(o, v)), want);
+            assert_eq!(s(|o| cache.us3(o, v)), want);
+        }
+        for v in [i64::MIN, -4096, -1, 0, 7, i64::MAX] {
+            assert_eq!(s(|o| int(o, v)), v.to_string());
+        }
+    }
+
+    #[test]
+    fn fixed_matches_format_including_ties_and_odd_values() {
+        let mut xs = vec![
+            0.0,
+            0.0005,
+            0.0015,
+            0.0025,
+            1.0005,
+            2.675,
+            0.125,
+            0.3125,
+            1e-7,
+            0.0000005,
+            0.0000015,
+            4096.0 / 1048576.0,
+            123456.789,
+            1e9,
+            3.9e12,
+            4.1e12,
+            1e300,
+            -0.0,
+            -1.5,
+            f64::NAN,
+            f64::INFINITY,
+        ];
+        // A deterministic spread of values, many right at decimal ties of the binary grid.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..200_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let m = (seed >> 11) as f64 / (1u64 << 53) as f64;
+            let e = (seed % 40) as i32 - 20;
+            xs.push(m * 10f64.powi(e));
+            xs.push((seed % 100_000) as f64 / 2000.0);
+            xs.push((seed % 1_000_000) as f64 / 1048576.0);
+        }
+        for x in xs {
+            for d in [3, 6, 2] {
+                assert_eq!(
+                    s(|o| fixed(o, x, d)),
+                    format!("{x:.*}", d as usize),
+                    "{x:e} .{d}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn json_and_csv_escaping() {
+        let cases = [
+            "plain",
+            "a\"b",
+            "back\\slash",
+            "nl\nx\r\t",
+            "\u{1}\u{1f}",
+            "ünï",
+            "",
+            "a,b",
+        ];
+        for c in cases {
+            assert_eq!(
+                s(|o| json_str(o, c)),
+                serde_json::to_string(c).unwrap(),
+                "{c:?}"
+            );
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.write_record([c, "x"]).unwrap();
+            let want = String::from_utf8(w.into_inner().unwrap()).unwrap();
+            let got = s(|o| {
+                csv_field(o, c);
+                o.extend_from_slice(b",x\n");
+            });
+            assert_eq!(got, want, "{c:?}");
+        }
+    }
+}
