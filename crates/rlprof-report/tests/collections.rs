@@ -179,7 +179,7 @@ fn the_slow_rank_stands_out_and_any_level_of_path_loads() {
     let report = summarise(&load(dir.path(), &Limits::default()).unwrap());
     let slow: Vec<_> = report.breakdown.iter().filter(|r| r.slowest).collect();
     assert_eq!(slow.len(), 1);
-    assert_eq!(slow[0].rank, 1, "rank 1 spins 3 ms longer in rollout");
+    assert_eq!(slow[0].rank, 1, "rank 1 spins 30 ms longer in rollout");
     // A step directory, one collection and one raw file load the same profile data.
     let step_dir = dir.path().join("step1");
     assert_eq!(

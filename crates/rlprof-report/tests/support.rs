@@ -82,7 +82,7 @@ pub fn step(rank: &rlprof_profiler::RankProfiler, step: u64, ops: usize) {
             }
         }
         if call == RoleCall::GenerateSequences && rank.rank() == 1 {
-            spin(3000);
+            spin(30_000);
         }
         if call == RoleCall::UpdateActor {
             let mut g = comm(name!("all_reduce"), intern("dp"), 1 << 20);
