@@ -119,12 +119,19 @@ fn an_endless_stream_stops_at_the_size_limit() {
 
 #[test]
 fn the_event_limit_is_enforced() {
+    // Input is held in memory up to `max_bytes` (1 GiB by default) before parsing, so the event
+    // limit is tested on a finite stream of 50,000 events under a byte limit it does not reach.
     let limits = Limits {
-        max_bytes: u64::MAX,
+        max_bytes: 64 << 20,
         max_events: 1000,
     };
     let mut p = profile();
-    let err = read_stream(Endless { head: true }, Path::new("e.json"), &mut p, &limits)
+    let event = r#"{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1,"dur":1}"#;
+    let mut text = String::from(r#"{"traceEvents":["#);
+    text.push_str(&vec![event; 50_000].join(","));
+    text.push_str("]}");
+    let input = std::io::Cursor::new(text.into_bytes());
+    let err = read_stream(input, Path::new("e.json"), &mut p, &limits)
         .unwrap_err()
         .to_string();
     assert!(err.contains("events exceeds the limit of 1000"), "{err}");
