@@ -2,6 +2,7 @@
 
 mod analysis;
 mod commands;
+mod launch;
 
 /// Tensor memory of the CPU engine is heap memory: record it (`memory` content).
 #[global_allocator]
