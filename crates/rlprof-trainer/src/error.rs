@@ -52,7 +52,7 @@ pub enum TrainerError {
         source: std::io::Error,
     },
     /// A test-only fault (`RLPROF_TEST_FAIL_RANK`) stopped this rank.
-    #[error("rank {rank}: injected test fault at step {step} (RLPROF_TEST_FAIL_RANK)")]
+    #[error("injected test fault at step {step} (RLPROF_TEST_FAIL_RANK={rank}:{step})")]
     InjectedFault {
         /// The rank.
         rank: usize,

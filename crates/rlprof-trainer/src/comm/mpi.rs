@@ -22,7 +22,8 @@
 //! A rank polling a collective probes the control communicator, so it stops with
 //! `rank R failed: ...`, closes its profiling collections on the way out, and acknowledges. A
 //! peer that disappears without a notice (killed) is handled by the launcher (MPICH's hydra
-//! kills the job) and, failing that, by the collective deadline (`RLPROF_MPI_TIMEOUT_S`,
+//! kills the job; with `-disable-auto-cleanup` the waiting ranks notice that a same-host peer's
+//! process is gone: pids are exchanged at start-up) and, failing that, by the collective deadline (`RLPROF_MPI_TIMEOUT_S`,
 //! default 600 s).
 //!
 //! Wait time: MPI does not say when the slowest peer arrived, so [`Communicator::last_wait_ticks`]
@@ -31,6 +32,7 @@
 
 use super::Communicator;
 use crate::error::{Result, TrainerError};
+use ::mpi::collective::CommunicatorCollectives as _;
 use ::mpi::ffi;
 use ::mpi::raw::AsRaw;
 use ::mpi::topology::Communicator as _;
@@ -76,6 +78,8 @@ struct Shared {
     ctrl: RawComm,
     rank: usize,
     size: usize,
+    /// Peers on this host: (rank, pid), watched while waiting.
+    local_peers: Vec<(usize, u32)>,
     timeout: Duration,
     io: Mutex<Io>,
     failure: Mutex<Failure>,
@@ -106,6 +110,7 @@ impl MpiComm {
         let world = universe.world();
         let ctrl = world.duplicate();
         let (rank, size) = (world.rank() as usize, world.size() as usize);
+        let local_peers = local_peers(&world, rank);
         let (world_raw, ctrl_raw) = (RawComm(world.as_raw()), RawComm(ctrl.as_raw()));
         // The duplicate lives until MPI_Finalize (freeing it would need every rank's cooperation).
         std::mem::forget(ctrl);
@@ -116,6 +121,7 @@ impl MpiComm {
                 ctrl: ctrl_raw,
                 rank,
                 size,
+                local_peers,
                 timeout: timeout_from_env(),
                 io: Mutex::new(Io::default()),
                 failure: Mutex::new(Failure::default()),
@@ -189,6 +195,7 @@ impl MpiComm {
     /// Polls `req` until it completes, a peer's failure notice arrives, or the deadline passes.
     fn poll(&self, op: &str, req: &mut ffi::MPI_Request) -> Result<()> {
         let start = Instant::now();
+        let mut last_check = start;
         let mut spins = 0u32;
         loop {
             let mut flag: c_int = 0;
@@ -200,6 +207,11 @@ impl MpiComm {
             spins = spins.wrapping_add(1);
             if spins % 64 == 0 {
                 if let Some((r, m)) = self.probe_notice() {
+                    self.mark_broken(Some((r, m.clone())));
+                    return Err(peer_failed(r, &m));
+                }
+                if let Some((r, pid)) = self.dead_local_peer(&mut last_check) {
+                    let m = format!("process {pid} on this host exited without notice");
                     self.mark_broken(Some((r, m.clone())));
                     return Err(peer_failed(r, &m));
                 }
@@ -215,6 +227,19 @@ impl MpiComm {
             }
             std::thread::yield_now();
         }
+    }
+
+    /// A same-host peer whose process is gone (checked at most every 100 ms).
+    fn dead_local_peer(&self, last: &mut Instant) -> Option<(usize, u32)> {
+        if last.elapsed() < Duration::from_millis(100) {
+            return None;
+        }
+        *last = Instant::now();
+        self.shared.local_peers.iter().copied().find(|&(_, pid)| {
+            // SAFETY: signal 0 only checks that the process exists.
+            let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+            rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+        })
     }
 
     fn mark_broken(&self, peer: Option<(usize, String)>) {
@@ -320,6 +345,23 @@ impl MpiComm {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
+}
+
+/// Exchanges (host hash, pid) and keeps the peers that run on this host.
+fn local_peers(world: &::mpi::topology::SimpleCommunicator, me: usize) -> Vec<(usize, u32)> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    ::mpi::environment::processor_name()
+        .unwrap_or_default()
+        .hash(&mut h);
+    let mine = [h.finish(), u64::from(std::process::id())];
+    let mut all = vec![0u64; 2 * world.size() as usize];
+    world.all_gather_into(&mine[..], &mut all[..]);
+    all.chunks(2)
+        .enumerate()
+        .filter(|&(r, c)| r != me && c[0] == mine[0])
+        .map(|(r, c)| (r, c[1] as u32))
+        .collect()
 }
 
 fn timeout_from_env() -> Duration {
