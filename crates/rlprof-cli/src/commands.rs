@@ -365,6 +365,31 @@ pub fn analyse(path: &Path, jobs: usize) -> Result<ExitCode> {
     })
 }
 
+/// `rlprof analyse PATH --cluster`: the cross-rank analysis of every collection below `path`,
+/// written to `path/cluster_analysis/` and printed.
+pub fn cluster(path: &Path) -> Result<ExitCode> {
+    let rep = match rlprof_export::cluster::analyse_cluster(path) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rlprof analyse --cluster: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent().unwrap_or(Path::new(".")).to_path_buf()
+    };
+    let files = rlprof_export::cluster::write_outputs(&rep, &dir.join("cluster_analysis"))?;
+    print!("{}", rlprof_export::cluster::render_table(&rep));
+    println!(
+        "cluster analysis written to {}",
+        dir.join("cluster_analysis").display()
+    );
+    tracing::debug!("{files:?}");
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `rlprof report`.
 pub fn report(
     path: &Path,

@@ -382,3 +382,159 @@ fn a_crashed_rank_is_named_and_the_survivor_collection_parses() {
         out.text()
     );
 }
+
+/// Rows of a CSV file as header-keyed maps.
+fn csv_rows(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    lines
+        .map(|l| {
+            header
+                .iter()
+                .cloned()
+                .zip(l.split(',').map(String::from))
+                .collect()
+        })
+        .collect()
+}
+
+/// A slow-rank run (rank 1 sleeps 200 ms per step), steps 2 and 3 profiled, with the cluster
+/// analysis done.
+fn slow_rank_run(root: &Path) -> serde_json::Value {
+    let out = mpirun(
+        root,
+        &[],
+        &[("RLPROF_TEST_SLOW_RANK", "1:200ms")],
+        &["global_profiler.steps=[2,3]"],
+    );
+    assert!(out.ok, "{}", out.text());
+    let mut cmd = Command::new(BIN);
+    cmd.args(["analyse", "--cluster"]).arg(root.join("prof"));
+    let a = run_limited(cmd);
+    assert!(a.ok, "{}", a.text());
+    assert!(a.stdout.contains("slowest rank: 1"), "{}", a.text());
+    let json = root.join("prof/cluster_analysis/cluster_analysis.json");
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+#[test]
+fn a_slow_rank_is_named_slowest_with_a_gap_matching_its_delay() {
+    if !enabled() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let rep = slow_rank_run(tmp.path());
+    let w = &rep["slowest"];
+    assert_eq!(w["rank"], 1, "{w}");
+    let gap = w["gap_ms"].as_f64().unwrap();
+    assert!(
+        (140.0..=260.0).contains(&gap),
+        "gap {gap} ms for a 200 ms delay"
+    );
+    // Per rank and step: the split adds up, and the fast rank waited about the delay.
+    let steps = rep["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 4, "2 ranks x 2 steps: {steps:?}");
+    for s in steps {
+        let f = |k: &str| s[k].as_f64().unwrap();
+        let sum = f("computing_ms") + f("communication_not_overlapped_ms") + f("free_ms");
+        assert!((sum - f("step_ms")).abs() < 1e-3, "{s}");
+        if s["rank"] == 0 {
+            assert!(f("wait_ms") > 140.0, "rank 0 waits for rank 1: {s}");
+        }
+    }
+    // Step times agree with each rank's own step_trace_time.csv (same raw data, to rounding).
+    for c in collections(&tmp.path().join("prof")) {
+        let rank = rank_of(&c);
+        for (step, stage_us) in step_trace(&c) {
+            let ours = steps
+                .iter()
+                .find(|s| s["rank"] == rank && s["step"].to_string() == step)
+                .unwrap_or_else(|| panic!("rank {rank} step {step} missing"));
+            let ms = ours["step_ms"].as_f64().unwrap();
+            assert!(
+                (ms * 1000.0 - stage_us).abs() < 1.0,
+                "rank {rank}: {ms} ms vs {stage_us} us"
+            );
+        }
+    }
+    // Roles per rank: both ranks ran the same role calls.
+    let roles = rep["roles"].as_array().unwrap();
+    for role in ["generate_sequences", "compute_log_prob", "update_actor"] {
+        for rank in [0, 1] {
+            assert!(
+                roles.iter().any(|r| r["role"] == role && r["rank"] == rank),
+                "{role} on rank {rank}"
+            );
+        }
+    }
+    let bw = rep["bandwidth"].as_array().unwrap();
+    assert!(bw
+        .iter()
+        .any(|b| b["op"] == "reduce_scatter"
+            && b["bandwidth_gbps"].as_f64().is_some_and(|g| g > 0.0)));
+    let pairs = rep["pairs"].as_array().unwrap();
+    assert!(pairs.iter().any(|p| p["src"] == 0 && p["dst"] == 1));
+    assert!(pairs.iter().any(|p| p["src"] == 1 && p["dst"] == 0));
+}
+
+#[test]
+fn msprof_analyze_cluster_agrees_on_per_rank_step_times() {
+    if !enabled() {
+        return;
+    }
+    if std::env::var("RLPROF_CONSUMER_TESTS").ok().as_deref() != Some("1") {
+        eprintln!("SKIP: set RLPROF_CONSUMER_TESTS=1 (and RLPROF_VENV with msprof-analyze)");
+        return;
+    }
+    let venv = std::env::var("RLPROF_VENV").unwrap_or_else(|_| "/opt/rlprof-venv".into());
+    let exe = Path::new(&venv).join("bin/msprof-analyze");
+    assert!(exe.is_file(), "{} missing", exe.display());
+    let tmp = tempfile::tempdir().unwrap();
+    let rep = slow_rank_run(tmp.path());
+    let out_dir = tmp.path().join("msprof_out");
+    let mut cmd = Command::new(exe);
+    cmd.args(["cluster", "-d"])
+        .arg(tmp.path().join("prof/step2/e2e"))
+        .arg("-o")
+        .arg(&out_dir);
+    let r = run_limited(cmd);
+    assert!(r.ok, "{}", r.text());
+    let csv = collections_file(&out_dir, "cluster_step_trace_time.csv")
+        .unwrap_or_else(|| panic!("no cluster_step_trace_time.csv:\n{}", r.text()));
+    let rows: Vec<_> = csv_rows(&csv)
+        .into_iter()
+        .filter(|r| r["Type"] == "rank")
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in rows {
+        let rank: u64 = row["Index"].parse().unwrap();
+        let theirs: f64 = row["Stage"].parse().unwrap();
+        let ours = rep["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["rank"] == rank && s["step"] == 2)
+            .unwrap();
+        let ours_us = ours["step_ms"].as_f64().unwrap() * 1000.0;
+        assert!(
+            (ours_us - theirs).abs() < 1.0,
+            "rank {rank}: ours {ours_us} us, msprof {theirs} us"
+        );
+    }
+}
+
+fn collections_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.file_name().is_some_and(|n| n == name) {
+            return Some(p);
+        }
+        if p.is_dir() {
+            if let Some(f) = collections_file(&p, name) {
+                return Some(f);
+            }
+        }
+    }
+    None
+}
