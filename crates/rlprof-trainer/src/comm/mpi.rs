@@ -205,7 +205,7 @@ impl MpiComm {
                 return Ok(());
             }
             spins = spins.wrapping_add(1);
-            if spins % 64 == 0 {
+            if spins.is_multiple_of(64) {
                 if let Some((r, m)) = self.probe_notice() {
                     self.mark_broken(Some((r, m.clone())));
                     return Err(peer_failed(r, &m));
