@@ -148,7 +148,7 @@ impl MpiComm {
     }
 
     /// Runs one nonblocking collective started by `start` on the owned buffers and polls it to
-    /// completion; `send` is copied in first, `recv_len` elements are received.
+    /// completion; `send` is copied in first, `recv_len` elements are received into `out`.
     fn collective(
         &self,
         op: &str,
@@ -157,15 +157,31 @@ impl MpiComm {
         start: impl FnOnce(&mut Io, &mut ffi::MPI_Request) -> c_int,
         out: &mut [f32],
     ) -> Result<()> {
-        self.check_usable(op)?;
-        let mut io = self.shared.io.lock().map_err(|_| poisoned())?;
+        let mut io = self.begin(op)?;
         io.send.clear();
         io.send.extend_from_slice(send);
-        io.recv.clear();
-        io.recv.resize(recv_len, 0.0);
+        recv_len_exact(&mut io.recv, recv_len);
+        self.complete(op, &mut io, start)?;
+        out.copy_from_slice(&io.recv[..out.len()]);
+        Ok(())
+    }
+
+    /// Checks that collectives may still run and takes the buffers.
+    fn begin(&self, op: &str) -> Result<std::sync::MutexGuard<'_, Io>> {
+        self.check_usable(op)?;
+        self.shared.io.lock().map_err(|_| poisoned())
+    }
+
+    /// Starts the collective on the prepared buffers and polls it to completion.
+    fn complete(
+        &self,
+        op: &str,
+        io: &mut Io,
+        start: impl FnOnce(&mut Io, &mut ffi::MPI_Request) -> c_int,
+    ) -> Result<()> {
         // SAFETY: MPI_REQUEST_NULL is an immutable handle exported by the MPI library.
         let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        let rc = start(&mut io, &mut req);
+        let rc = start(io, &mut req);
         if rc != 0 {
             return Err(TrainerError::Comm(format!("{op}: MPI error code {rc}")));
         }
@@ -175,7 +191,6 @@ impl MpiComm {
             std::mem::forget(std::mem::take(&mut io.recv));
             return Err(e);
         }
-        out.copy_from_slice(&io.recv[..out.len()]);
         Ok(())
     }
 
@@ -364,6 +379,12 @@ fn local_peers(world: &::mpi::topology::SimpleCommunicator, me: usize) -> Vec<(u
         .collect()
 }
 
+/// Sizes a receive buffer to `n` without rewriting the part MPI overwrites anyway.
+fn recv_len_exact(v: &mut Vec<f32>, n: usize) {
+    v.truncate(n);
+    v.resize(n, 0.0);
+}
+
 fn timeout_from_env() -> Duration {
     std::env::var("RLPROF_MPI_TIMEOUT_S")
         .ok()
@@ -398,28 +419,27 @@ impl Communicator for MpiComm {
 
     fn all_reduce_sum(&self, buf: &mut [f32]) -> Result<()> {
         let (n, comm) = (buf.len(), self.shared.world.0);
-        let input = buf.to_vec();
-        self.collective(
-            "all_reduce",
-            &input,
-            n,
-            |io, req| {
-                // SAFETY: both buffers hold `n` f32s and are owned by the communicator until the
-                // request completes (or are leaked when it is abandoned).
-                unsafe {
-                    ffi::MPI_Iallreduce(
-                        io.send.as_ptr().cast(),
-                        io.recv.as_mut_ptr().cast(),
-                        n as c_int,
-                        ffi::RSMPI_FLOAT,
-                        ffi::RSMPI_SUM,
-                        comm,
-                        req,
-                    )
-                }
-            },
-            buf,
-        )
+        let mut io = self.begin("all_reduce")?;
+        io.send.clear();
+        io.send.extend_from_slice(buf);
+        recv_len_exact(&mut io.recv, n);
+        self.complete("all_reduce", &mut io, |io, req| {
+            // SAFETY: both buffers hold `n` f32s and are owned by the communicator until the
+            // request completes (or are leaked when it is abandoned).
+            unsafe {
+                ffi::MPI_Iallreduce(
+                    io.send.as_ptr().cast(),
+                    io.recv.as_mut_ptr().cast(),
+                    n as c_int,
+                    ffi::RSMPI_FLOAT,
+                    ffi::RSMPI_SUM,
+                    comm,
+                    req,
+                )
+            }
+        })?;
+        buf.copy_from_slice(&io.recv);
+        Ok(())
     }
 
     fn all_gather(&self, shard: &[f32], out: &mut [f32]) -> Result<()> {
@@ -488,27 +508,24 @@ impl Communicator for MpiComm {
         if root >= self.shared.size {
             return Err(shape("broadcast", format!("root {root} is not a rank")));
         }
-        let input = buf.to_vec();
-        self.collective(
-            "broadcast",
-            &[],
-            n,
-            |io, req| {
-                io.recv.copy_from_slice(&input);
-                // SAFETY: recv holds `n` f32s, owned as in all_reduce.
-                unsafe {
-                    ffi::MPI_Ibcast(
-                        io.recv.as_mut_ptr().cast(),
-                        n as c_int,
-                        ffi::RSMPI_FLOAT,
-                        root as c_int,
-                        comm,
-                        req,
-                    )
-                }
-            },
-            buf,
-        )
+        let mut io = self.begin("broadcast")?;
+        io.recv.clear();
+        io.recv.extend_from_slice(buf);
+        self.complete("broadcast", &mut io, |io, req| {
+            // SAFETY: recv holds `n` f32s, owned as in all_reduce.
+            unsafe {
+                ffi::MPI_Ibcast(
+                    io.recv.as_mut_ptr().cast(),
+                    n as c_int,
+                    ffi::RSMPI_FLOAT,
+                    root as c_int,
+                    comm,
+                    req,
+                )
+            }
+        })?;
+        buf.copy_from_slice(&io.recv);
+        Ok(())
     }
 
     fn barrier(&self) -> Result<()> {
