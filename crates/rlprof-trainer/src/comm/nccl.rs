@@ -40,7 +40,16 @@ impl NcclComm {
     /// Creates the communicator of this MPI rank on device `ordinal`: rank 0 makes the NCCL
     /// unique id and broadcasts its 128 bytes over MPI.
     pub fn bootstrap(mpi: &MpiComm, ordinal: usize) -> Result<NcclComm> {
-        let ctx = cudarc::driver::CudaContext::new(ordinal).map_err(cuda)?;
+        // cudarc panics when it cannot load the driver library: make that an error.
+        let ctx = std::panic::catch_unwind(|| cudarc::driver::CudaContext::new(ordinal))
+            .map_err(|_| {
+                TrainerError::Comm(
+                    "CUDA: the driver library (libcuda.so) could not be loaded; NCCL needs a GPU \
+                     machine (LD_LIBRARY_PATH may need the driver's directory)"
+                        .into(),
+                )
+            })?
+            .map_err(cuda)?;
         let stream = ctx.default_stream();
         // The 128-byte id travels as 128 f32 values (each an exact small integer).
         let mut bytes = [0f32; 128];
