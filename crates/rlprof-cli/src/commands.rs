@@ -160,7 +160,7 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
     };
     let summary = match ranks.run(&doc, profiler.clone(), opts) {
         Ok(s) => s,
-        Err(e) if ranks.is_multi_process() => return Ok(rank_failed(rank, &e, &analysis)),
+        Err(e) if ranks.is_multi_process() => return Ok(rank_failed(&ranks, &e, &analysis)),
         Err(e) => return Err(e.into()),
     };
     bar.finish();
@@ -193,15 +193,16 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
 /// with the rank, let automatic analysis of finished collections end, and exit non-zero without
 /// finalising MPI (peers may be inside an abandoned collective).
 fn rank_failed(
-    rank: usize,
+    ranks: &crate::launch::Ranks,
     e: &rlprof_trainer::TrainerError,
     analysis: &crate::analysis::AutoAnalysis,
 ) -> ExitCode {
-    eprintln!("error: rank {rank}: {e}");
+    eprintln!("error: rank {}: {e}", ranks.rank());
     analysis.wait();
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
+    ranks.finish_failed();
     std::process::exit(1)
 }
 

@@ -50,6 +50,15 @@ impl Ranks {
         }
     }
 
+    /// Ends a failed run of a multi-process job just before exiting: a rank that learned of a
+    /// peer's failure tells that peer it is done (so the launcher does not kill it early).
+    pub fn finish_failed(&self) {
+        #[cfg(feature = "mpi")]
+        if let Ranks::Mpi(c) = self {
+            c.acknowledge_failure();
+        }
+    }
+
     /// Ends a successful run (MPI: finalise; every rank does).
     pub fn finish(&self) {
         #[cfg(feature = "mpi")]

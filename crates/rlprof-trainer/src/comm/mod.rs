@@ -21,10 +21,9 @@ pub mod mpi;
 pub mod nccl;
 
 /// Environment variables MPI launchers set: (rank variable, size variable).
-const LAUNCHER_ENV: [(&str, &str); 3] = [
+const LAUNCHER_ENV: [(&str, &str); 2] = [
     ("PMI_RANK", "PMI_SIZE"),
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-    ("PMIX_RANK", "PMIX_SIZE"),
 ];
 
 /// The (rank, world size) an MPI launcher (MPICH's hydra, OpenMPI's mpirun) announces to this

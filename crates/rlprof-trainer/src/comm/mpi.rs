@@ -20,7 +20,8 @@
 //! [`Communicator::abort_with`], which sends a notice (its rank and the error) to every other
 //! rank on a duplicated control communicator and waits (bounded) for their acknowledgements.
 //! A rank polling a collective probes the control communicator, so it stops with
-//! `rank R failed: ...`, closes its profiling collections on the way out, and acknowledges. A
+//! `rank R failed: ...`, closes its profiling collections on the way out, and acknowledges
+//! ([`MpiComm::acknowledge_failure`]) once its output is written; then both exit non-zero. A
 //! peer that disappears without a notice (killed) is handled by the launcher (MPICH's hydra
 //! kills the job; with `-disable-auto-cleanup` the waiting ranks notice that a same-host peer's
 //! process is gone: pids are exchanged at start-up) and, failing that, by the collective deadline (`RLPROF_MPI_TIMEOUT_S`,
@@ -349,7 +350,19 @@ impl MpiComm {
         }
     }
 
-    /// Acknowledges a peer's failure notice (this rank has stopped and closed its collections).
+    /// After a peer's failure: tells the failed rank that this one has stopped and written its
+    /// output (collections closed, error printed), so the failed rank may end the job. Call it
+    /// last, right before exiting; the failed rank waits for it at most 30 s. No-op otherwise.
+    pub fn acknowledge_failure(&self) {
+        let failed = match self.shared.failure.lock() {
+            Ok(f) => f.peer.as_ref().map(|p| p.0),
+            Err(_) => None,
+        };
+        if let Some(r) = failed {
+            self.acknowledge(r);
+        }
+    }
+
     fn acknowledge(&self, failed: usize) {
         let mut req = self.notify(failed, b"ack");
         let t0 = Instant::now();
@@ -553,7 +566,8 @@ impl Communicator for MpiComm {
             return;
         }
         match peer {
-            Some((failed, _)) => self.acknowledge(failed),
+            // Acknowledged by `acknowledge_failure`, once this process has finished its output.
+            Some(_) => {}
             None => self.announce_failure(reason),
         }
     }
