@@ -239,6 +239,7 @@ fn two_processes_train_collect_per_rank_and_match_in_process_ranks() {
         pid(&cols[1]),
         "each process names its own directory"
     );
+    let mut clocks = Vec::new();
     for c in &cols {
         assert!(
             !c.to_string_lossy().ends_with(".tmp"),
@@ -254,6 +255,10 @@ fn two_processes_train_collect_per_rank_and_match_in_process_ranks() {
         let start = &info["start_info"];
         assert!(start["clockMonotonicRaw"].as_u64().unwrap() > 0, "{start}");
         assert!(start["collectionTimeBegin"].as_u64().unwrap() > 1_600_000_000_000_000_000);
+        clocks.push((
+            start["clockMonotonicRaw"].as_u64().unwrap() as i128,
+            start["collectionTimeBegin"].as_u64().unwrap() as i128,
+        ));
         let steps = step_trace(c);
         assert_eq!(steps.len(), 1, "{steps:?}");
         assert_eq!(steps[0].0, "2");
@@ -268,6 +273,18 @@ fn two_processes_train_collect_per_rank_and_match_in_process_ranks() {
         );
         assert!(ops.keys().any(|k| k.starts_with("all_gather")), "{ops:?}");
     }
+    // Same host: one monotonic base (both ranks started step 2 within a moment of each other
+    // on it) and the same wall-clock offset, recorded by each rank.
+    let ((m0, w0), (m1, w1)) = (clocks[0], clocks[1]);
+    assert!(
+        (m0 - m1).abs() < 2_000_000_000,
+        "monotonic starts {m0} vs {m1}"
+    );
+    let skew = ((w0 - m0) - (w1 - m1)).abs();
+    assert!(
+        skew < 50_000_000,
+        "wall - monotonic offsets differ by {skew} ns"
+    );
     let r = analyse(&a.join("prof"));
     assert!(r.ok, "rlprof analyse:\n{}", r.text());
 
