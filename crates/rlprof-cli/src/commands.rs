@@ -75,18 +75,30 @@ pub fn config_check(
 pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> Result<ExitCode> {
     let doc = load(config_path, overrides)?;
     let plan = config::build_plan(&doc)?;
-    for w in &plan.warnings {
-        tracing::warn!("{w}");
+    // Under an MPI launcher every process gets here; the plan is the same, rank 0 logs it.
+    if rlprof_trainer::comm::launcher_world().is_none_or(|(r, _)| r == 0) {
+        for w in &plan.warnings {
+            tracing::warn!("{w}");
+        }
+        tracing::info!("profiling plan:\n{}", config::describe(&plan));
     }
-    tracing::info!("profiling plan:\n{}", config::describe(&plan));
     if plan.tool == Some(rlprof_profiler::Tool::Nsys)
         && !rlprof_profiler::nsys::running_under_nsys()
     {
         return relaunch_under_nsys(&plan, &doc);
     }
     let tcfg = rlprof_trainer::TrainConfig::from_doc(&doc)?;
+    let ranks = crate::launch::Ranks::detect()?;
+    let rank = ranks.rank();
+    // Only rank 0 shows progress and metrics; other processes report errors and collections.
+    let quiet = quiet || rank != 0;
     let total = tcfg.trainer.total_training_steps;
-    println!(
+    let say = |line: String| {
+        if rank == 0 {
+            println!("{line}");
+        }
+    };
+    say(format!(
         "GRPO job: {} rank(s), {} steps, {} prompts x {} samples per step; profiling: {}",
         tcfg.world_size(),
         total,
@@ -94,7 +106,7 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
         tcfg.rollout.n,
         plan.tool
             .map_or("off".to_string(), |t| format!("{t:?}").to_lowercase()),
-    );
+    ));
     let profiler = rlprof_profiler::Profiler::new(plan);
     let analysis = crate::analysis::AutoAnalysis::attach(&profiler);
     let bars = indicatif::MultiProgress::new();
@@ -119,6 +131,7 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
     );
     let pb = bar.clone();
     let wb = warm.clone();
+    let shown = !quiet;
     let opts = rlprof_trainer::RunOptions {
         on_warmup: Some(Box::new(move |s, t, loss| {
             wb.set_position(s);
@@ -137,15 +150,27 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
                 "reward {:.3} acc {:.2} step {:.2}s {:.0} tok/s",
                 m.reward_mean, m.accuracy, step_s, m.tokens_per_s
             );
-            pb.println(format!("step {:>3}: {line}", m.step));
+            if shown {
+                pb.println(format!("step {:>3}: {line}", m.step));
+            }
             pb.set_position(m.step);
             pb.set_message(line);
         })),
         ..Default::default()
     };
-    let summary = rlprof_trainer::run(&doc, profiler.clone(), opts)?;
+    let summary = match ranks.run(&doc, profiler.clone(), opts) {
+        Ok(s) => s,
+        Err(e) if ranks.is_multi_process() => return Ok(rank_failed(&ranks, &e, &analysis)),
+        Err(e) => return Err(e.into()),
+    };
     bar.finish();
     analysis.wait();
+    crate::launch::write_final_params(&ranks, &summary.final_params)?;
+    if rank != 0 {
+        print_collections(&profiler, rank);
+        ranks.finish();
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "trained {} steps on {} rank(s) in {:.1}s; metrics: {}",
         summary.steps,
@@ -159,11 +184,40 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
             last.reward_mean, last.accuracy
         );
     }
+    print_collections(&profiler, rank);
+    ranks.finish();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A rank of a multi-process job failed (its own error, or a peer's reported failure): print it
+/// with the rank, let automatic analysis of finished collections end, and exit non-zero without
+/// finalising MPI (peers may be inside an abandoned collective).
+fn rank_failed(
+    ranks: &crate::launch::Ranks,
+    e: &rlprof_trainer::TrainerError,
+    analysis: &crate::analysis::AutoAnalysis,
+) -> ExitCode {
+    eprintln!("error: rank {}: {e}", ranks.rank());
+    analysis.wait();
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    ranks.finish_failed();
+    std::process::exit(1)
+}
+
+/// Lists this process's finished collections.
+fn print_collections(profiler: &rlprof_profiler::Profiler, rank: usize) {
+    let who = if rank == 0 {
+        String::new()
+    } else {
+        format!("rank {rank}: ")
+    };
     let done = profiler.completed();
     if done.is_empty() {
-        println!("profiling: nothing collected (no listed step ran on a selected rank)");
+        println!("{who}profiling: nothing collected (no listed step ran on a selected rank)");
     } else {
-        println!("profiling: {} collection(s):", done.len());
+        println!("{who}profiling: {} collection(s):", done.len());
         for c in &done {
             println!(
                 "  {} (rank {}, {} events, {} KiB{})",
@@ -179,7 +233,6 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
             );
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// The role calls one training step makes (the ref pass only with a KL term).
@@ -311,6 +364,31 @@ pub fn analyse(path: &Path, jobs: usize) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `rlprof analyse PATH --cluster`: the cross-rank analysis of every collection below `path`,
+/// written to `path/cluster_analysis/` and printed.
+pub fn cluster(path: &Path) -> Result<ExitCode> {
+    let rep = match rlprof_export::cluster::analyse_cluster(path) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rlprof analyse --cluster: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent().unwrap_or(Path::new(".")).to_path_buf()
+    };
+    let files = rlprof_export::cluster::write_outputs(&rep, &dir.join("cluster_analysis"))?;
+    print!("{}", rlprof_export::cluster::render_table(&rep));
+    println!(
+        "cluster analysis written to {}",
+        dir.join("cluster_analysis").display()
+    );
+    tracing::debug!("{files:?}");
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `rlprof report`.

@@ -2,6 +2,7 @@
 
 mod analysis;
 mod commands;
+mod launch;
 
 /// Tensor memory of the CPU engine is heap memory: record it (`memory` content).
 #[global_allocator]
@@ -46,6 +47,10 @@ enum Command {
         /// Collections parsed in parallel.
         #[arg(long, short, default_value_t = 2)]
         jobs: usize,
+        /// Also analyse the ranks together: per-rank step split, role times, slowest rank,
+        /// bandwidth (CSV + JSON in PATH/cluster_analysis, table on standard output).
+        #[arg(long)]
+        cluster: bool,
     },
     /// Report of collections (or of PyTorch traces / Ascend profiler directories).
     Report {
@@ -101,7 +106,17 @@ fn main() -> std::process::ExitCode {
                     json,
                 },
         } => commands::config_check(config, overrides, json),
-        Command::Analyse { path, jobs } => commands::analyse(&path, jobs),
+        Command::Analyse {
+            path,
+            jobs,
+            cluster,
+        } => commands::analyse(&path, jobs).and_then(|code| {
+            if cluster && code == std::process::ExitCode::SUCCESS {
+                commands::cluster(&path)
+            } else {
+                Ok(code)
+            }
+        }),
         Command::Report {
             path,
             output,

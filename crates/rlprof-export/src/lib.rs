@@ -19,6 +19,7 @@
 pub mod analyse;
 pub mod attrib;
 pub mod chrome;
+pub mod cluster;
 pub mod decode;
 pub mod dense;
 pub mod error;

@@ -51,6 +51,14 @@ pub enum TrainerError {
         /// The error.
         source: std::io::Error,
     },
+    /// A test-only fault (`RLPROF_TEST_FAIL_RANK`) stopped this rank.
+    #[error("injected test fault at step {step} (RLPROF_TEST_FAIL_RANK={rank}:{step})")]
+    InjectedFault {
+        /// The rank.
+        rank: usize,
+        /// The RL step.
+        step: u64,
+    },
     /// A rank's worker thread panicked.
     #[error("rank {rank} panicked: {message}")]
     RankPanicked {

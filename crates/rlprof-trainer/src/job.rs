@@ -122,8 +122,8 @@ pub fn run_rank<C: Communicator>(
 ) -> Result<RankOutcome> {
     let mut eng = build_engine(cfg, comm)?;
     let result = train(&mut eng, rp, max_steps, report);
-    if result.is_err() {
-        eng.comm.abort();
+    if let Err(e) = &result {
+        eng.comm.abort_with(&e.to_string());
     }
     result
 }
@@ -278,6 +278,7 @@ fn rl_step<C: Communicator>(
     let t_step = Instant::now();
     let _step = rp.step(step);
     let (rank, world) = (eng.comm.rank(), eng.comm.world_size());
+    crate::faults::at_step_start(rank, step)?;
     let bs = cfg.data.train_batch_size;
     let local = bs / world;
     let n = cfg.rollout.n;
@@ -491,21 +492,103 @@ pub fn tune_host_allocator() {
     }
 }
 
+/// Runs this process's one rank of a job whose ranks are separate processes (`comm` connects
+/// them, e.g. MPI under `mpirun`). The communicator's world size must equal
+/// `trainer.nnodes * trainer.n_gpus_per_node`. Rank 0 writes the metrics and calls the
+/// callbacks; the summary's `final_params` are this rank's (identical on every rank).
+pub fn run_process<C: Communicator>(
+    doc: &serde_yaml::Value,
+    profiler: Profiler,
+    opts: RunOptions,
+    comm: C,
+) -> Result<RunSummary> {
+    let cfg = TrainConfig::from_doc(doc)?;
+    let (rank, world) = (comm.rank(), comm.world_size());
+    if world != cfg.world_size() {
+        return Err(TrainerError::Config(vec![format!(
+            "trainer.nnodes * trainer.n_gpus_per_node = {} x {} = {} ranks, but the launcher \
+             started {world} processes; make them equal (e.g. mpirun -np {} or \
+             trainer.n_gpus_per_node={})",
+            cfg.trainer.nnodes,
+            cfg.trainer.n_gpus_per_node,
+            cfg.world_size(),
+            cfg.world_size(),
+            world / cfg.trainer.nnodes.max(1) as usize,
+        )]));
+    }
+    // Ranks sharing this host share its cores (MPICH: MPI_LOCALNRANKS, OpenMPI: ..._LOCAL_SIZE).
+    let local = ["MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse::<usize>().ok())
+        .unwrap_or(1);
+    configure_engine_threads(local);
+    let t0 = Instant::now();
+    let metrics_path = opts
+        .metrics_path
+        .clone()
+        .unwrap_or_else(|| default_metrics_path(&cfg));
+    let mut writer = match rank {
+        0 => Some(MetricsWriter::create(&metrics_path)?),
+        _ => None,
+    };
+    let rp = profiler.rank(rank as u32);
+    let _bound = rp.bind_thread();
+    let mut metrics = Vec::new();
+    let mut write_err = None;
+    let mut report = |ev: Event| match ev {
+        Event::Warmup(s, t, loss) => {
+            if let Some(cb) = &opts.on_warmup {
+                cb(s, t, loss);
+            }
+        }
+        Event::Step(m) => {
+            if let Some(w) = writer.as_mut() {
+                if let Err(e) = w.write(&m) {
+                    write_err.get_or_insert(e);
+                }
+            }
+            if let Some(cb) = &opts.on_step {
+                cb(&m);
+            }
+            metrics.push(m);
+        }
+    };
+    let out = run_rank(&cfg, &rp, Traced::new(comm), opts.max_steps, &mut report)?;
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    Ok(RunSummary {
+        steps: out.steps,
+        world_size: world as u32,
+        wall_s: t0.elapsed().as_secs_f64(),
+        metrics_path,
+        metrics,
+        final_params: out.params,
+        optimizer_state_len: vec![out.optimizer_state_len],
+        num_params: out.num_params,
+    })
+}
+
+fn default_metrics_path(cfg: &TrainConfig) -> std::path::PathBuf {
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    cfg.trainer
+        .default_local_dir
+        .join(format!("metrics-{ts}.jsonl"))
+}
+
 /// Runs the job with `trainer.nnodes * trainer.n_gpus_per_node` in-process ranks.
 pub fn run(doc: &serde_yaml::Value, profiler: Profiler, opts: RunOptions) -> Result<RunSummary> {
     let cfg = TrainConfig::from_doc(doc)?;
     let world = cfg.world_size();
     configure_engine_threads(world);
     let t0 = Instant::now();
-    let metrics_path = opts.metrics_path.clone().unwrap_or_else(|| {
-        let ts = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
-        cfg.trainer
-            .default_local_dir
-            .join(format!("metrics-{ts}.jsonl"))
-    });
+    let metrics_path = opts
+        .metrics_path
+        .clone()
+        .unwrap_or_else(|| default_metrics_path(&cfg));
     let mut writer = MetricsWriter::create(&metrics_path)?;
     let (tx, rx) = std::sync::mpsc::channel::<Event>();
     let mut handles = Vec::new();

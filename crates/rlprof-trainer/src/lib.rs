@@ -21,6 +21,7 @@ pub mod config;
 pub mod data;
 pub mod engine;
 pub mod error;
+pub mod faults;
 pub mod job;
 pub mod model;
 pub mod optim;
@@ -32,7 +33,7 @@ use std::path::PathBuf;
 
 pub use config::TrainConfig;
 pub use error::TrainerError;
-pub use job::{run, run_rank, Event, RankOutcome};
+pub use job::{run, run_process, run_rank, Event, RankOutcome};
 
 /// The profiler handle the trainer reports to.
 pub type ProfilerHandle = rlprof_profiler::Profiler;

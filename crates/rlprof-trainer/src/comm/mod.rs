@@ -6,11 +6,35 @@
 //! reports `latest arrival - own arrival` exactly. Transports that cannot (MPI) return `None` from
 //! [`Communicator::last_wait_ticks`]; [`Traced`] then runs a barrier before the collective while
 //! a collection is recording and reports the barrier's duration as the wait (the "barrier probe").
+//!
+//! Transports in submodules: `mpi` (feature `mpi`: one rank per process under `mpirun`) and
+//! `nccl` (feature `nccl`: NCCL collectives bootstrapped over MPI).
 
 use crate::error::{Result, TrainerError};
 use rlprof_profiler::{comm, name, now, NameId};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
+
+#[cfg(feature = "mpi")]
+pub mod mpi;
+#[cfg(feature = "nccl")]
+pub mod nccl;
+
+/// Environment variables MPI launchers set: (rank variable, size variable).
+const LAUNCHER_ENV: [(&str, &str); 2] = [
+    ("PMI_RANK", "PMI_SIZE"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+];
+
+/// The (rank, world size) an MPI launcher (MPICH's hydra, OpenMPI's mpirun) announces to this
+/// process, or `None` when no launcher started it. Needs no MPI library.
+pub fn launcher_world() -> Option<(usize, usize)> {
+    LAUNCHER_ENV.iter().find_map(|(r, s)| {
+        let rank = std::env::var(r).ok()?.parse().ok()?;
+        let size = std::env::var(s).ok()?.parse().ok()?;
+        Some((rank, size))
+    })
+}
 
 /// Collectives over f32 buffers between the ranks of one job.
 pub trait Communicator: Send {
@@ -34,6 +58,12 @@ pub trait Communicator: Send {
     }
     /// Makes every other rank's pending and future collectives fail (this rank stops).
     fn abort(&self) {}
+    /// Like [`Communicator::abort`], telling the peers why (transports that can carry the
+    /// reason to other processes do; the default forgets it).
+    fn abort_with(&self, reason: &str) {
+        let _ = reason;
+        self.abort()
+    }
 }
 
 /// Shared state of the in-process ranks.
@@ -312,6 +342,10 @@ impl<C: Communicator> Communicator for Traced<C> {
 
     fn abort(&self) {
         self.inner.abort()
+    }
+
+    fn abort_with(&self, reason: &str) {
+        self.inner.abort_with(reason)
     }
 }
 
