@@ -69,17 +69,35 @@ pub fn scope(name: NameId) -> RangeGuard {
 }
 
 /// A trainer phase marker (`gen`, `reward`, `old_log_prob`, `ref`, `adv`, `update_actor`,
-/// `update_weights`, ...). The name is interned only when a collection is recording.
-pub fn phase(name: &'static str) -> RangeGuard {
+/// `update_weights`, ...). The name is interned only when a collection is recording; with the
+/// `nsys` tool it is also an NVTX range.
+pub fn phase(name: &'static str) -> PhaseGuard {
     let open = recorder::begin(None);
-    RangeGuard {
-        name: if open.is_some() {
-            intern::intern(name)
-        } else {
-            NameId::NONE
+    PhaseGuard {
+        range: RangeGuard {
+            name: if open.is_some() {
+                intern::intern(name)
+            } else {
+                NameId::NONE
+            },
+            open,
+            cat: RangeCat::Phase,
         },
-        open,
-        cat: RangeCat::Phase,
+        _nvtx: crate::nvtx::NvtxRange::push(name),
+    }
+}
+
+/// Guard of a [`phase`]: its recorded range and, for `nsys`, its NVTX range.
+#[must_use = "the phase ends when the guard is dropped"]
+pub struct PhaseGuard {
+    range: RangeGuard,
+    _nvtx: crate::nvtx::NvtxRange,
+}
+
+impl PhaseGuard {
+    /// The recorded range.
+    pub fn range(&self) -> &RangeGuard {
+        &self.range
     }
 }
 

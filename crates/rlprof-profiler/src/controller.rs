@@ -88,6 +88,7 @@ pub struct Profiler {
 impl Profiler {
     /// A profiler executing `plan`.
     pub fn new(plan: ProfilePlan) -> Profiler {
+        crate::nvtx::set_enabled(plan.tool == Some(crate::plan::Tool::Nsys));
         Profiler {
             inner: Arc::new(Inner {
                 plan,
@@ -169,6 +170,7 @@ pub struct StepGuard {
     rank: RankProfiler,
     step: u64,
     range: Option<recorder::Open>,
+    _nvtx: crate::nvtx::NvtxRange,
 }
 
 /// Guard of a role call (see [`RankProfiler::role_call`]).
@@ -179,6 +181,7 @@ pub struct RoleCallGuard {
     range: Option<recorder::Open>,
     started_discrete: bool,
     scheduled: bool,
+    _nvtx: crate::nvtx::NvtxRange,
 }
 
 impl RankProfiler {
@@ -233,6 +236,7 @@ impl RankProfiler {
             rank: self.clone(),
             step,
             range: recorder::begin(None),
+            _nvtx: crate::nvtx::NvtxRange::push(format_args!("step {step}")),
         }
     }
 
@@ -265,6 +269,7 @@ impl RankProfiler {
             range: recorder::begin(None),
             started_discrete,
             scheduled,
+            _nvtx: crate::nvtx::NvtxRange::push(call.function_name()),
         }
     }
 

@@ -25,6 +25,7 @@ pub mod controller;
 pub mod error;
 pub mod intern;
 pub mod nsys;
+pub mod nvtx;
 pub mod plan;
 pub mod raw;
 pub mod record;
@@ -33,7 +34,7 @@ pub mod tracing_layer;
 
 pub use api::{
     comm, counter, instant, iteration, kernel, mem_alloc, mem_free, now, op, phase, scope, wants,
-    CommGuard, IterationGuard, OpGuard, RangeGuard,
+    CommGuard, IterationGuard, OpGuard, PhaseGuard, RangeGuard,
 };
 pub use controller::{CompletedCollection, Profiler, RankProfiler, RoleCallGuard, StepGuard};
 pub use error::ProfilerError;
