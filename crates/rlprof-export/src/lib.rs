@@ -35,3 +35,19 @@ pub mod torch;
 
 pub use analyse::{analyse_collection, analyse_tree, Outcome, Report, TreeEvent, TreeReport};
 pub use error::ExportError;
+
+/// The collection's truncation marker as JSON (`null` when no cap stopped it), written into the
+/// metadata of every exported format.
+pub(crate) fn truncation_json(idx: &decode::Index) -> serde_json::Value {
+    match &idx.truncated {
+        None => serde_json::Value::Null,
+        Some(t) => serde_json::json!({
+            "reason": match t.reason {
+                rlprof_profiler::raw::TruncReason::Events => "max_events",
+                rlprof_profiler::raw::TruncReason::Bytes => "max_bytes",
+            },
+            "events_kept": t.events_kept,
+            "bytes_kept": t.bytes_kept,
+        }),
+    }
+}

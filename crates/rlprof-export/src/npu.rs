@@ -386,6 +386,7 @@ pub fn profiler_metadata(idx: &Index) -> Value {
             "tool": m.tool, "level": m.level, "contents": m.contents,
             "steps": m.steps, "role_dir": m.role_dir, "discrete": m.discrete,
             "host": m.host, "pid": m.pid,
+            "truncated": crate::truncation_json(idx),
         },
         "parallel_group_info": {},
     })

@@ -38,8 +38,10 @@ fn prefix(idx: &Index, base_ns: u64) -> String {
     json_str(&mut name, &trace_file_name(idx));
     let name = String::from_utf8_lossy(&name);
     // `"rank": N` with a space: HolisticTraceAnalysis reads the rank with `"rank":\s+(\d+)`.
+    // A collection stopped by a cap says so in the file itself (null when complete).
+    let truncated = crate::truncation_json(idx);
     format!(
-        "{{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"distributedInfo\": {{\"backend\": \"{backend}\", \"rank\": {}, \"world_size\": {}}},\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": {base_ns},\n  \"traceName\": {name},\n  \"traceEvents\": [\n",
+        "{{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"distributedInfo\": {{\"backend\": \"{backend}\", \"rank\": {}, \"world_size\": {}}},\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": {base_ns},\n  \"traceName\": {name},\n  \"rlprof_truncated\": {truncated},\n  \"traceEvents\": [\n",
         m.rank, m.world_size
     )
 }

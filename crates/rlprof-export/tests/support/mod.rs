@@ -23,6 +23,8 @@ pub struct Script {
     pub ops: usize,
     /// Collectives per role call.
     pub comms: usize,
+    /// Per-collection caps.
+    pub caps: Caps,
 }
 
 impl Script {
@@ -35,6 +37,7 @@ impl Script {
             world: 2,
             ops: 5,
             comms: 1,
+            caps: Caps::default(),
         }
     }
 }
@@ -53,7 +56,7 @@ fn role_plan(save: &Path, s: &Script) -> RolePlan {
         torch_step_start: 0,
         torch_step_end: -1,
         torch_memory: TorchMemoryOptions::default(),
-        caps: Caps::default(),
+        caps: s.caps,
         schedule: None,
         granularity: Default::default(),
     }
