@@ -49,7 +49,19 @@ pub fn config_check(
             return Ok(ExitCode::FAILURE);
         }
     };
-    match config::build_plan(&doc) {
+    // The training sections are checked too (their errors name their YAML paths as well).
+    let train = rlprof_trainer::TrainConfig::from_doc(&doc);
+    let plan = config::build_plan(&doc);
+    if let Err(e) = &train {
+        eprintln!("{e}");
+    }
+    if let Ok(t) = &train {
+        for w in &t.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    match plan {
+        Ok(_) if train.is_err() => Ok(ExitCode::FAILURE),
         Ok(plan) => {
             if json {
                 println!(
@@ -88,6 +100,9 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
         return relaunch_under_nsys(&plan, &doc);
     }
     let tcfg = rlprof_trainer::TrainConfig::from_doc(&doc)?;
+    for w in &tcfg.warnings {
+        tracing::warn!("{w}");
+    }
     let ranks = crate::launch::Ranks::detect()?;
     let rank = ranks.rank();
     // Only rank 0 shows progress and metrics; other processes report errors and collections.

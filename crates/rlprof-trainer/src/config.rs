@@ -208,6 +208,152 @@ pub struct TrainConfig {
     pub overlong: OverlongBuffer,
     /// `trainer`.
     pub trainer: TrainerSection,
+    /// Keys that look like misspellings of keys this trainer reads (they are ignored).
+    pub warnings: Vec<String>,
+}
+
+/// The keys this trainer reads, per section (other keys of verl's file are accepted and ignored).
+const KNOWN: &[(&str, &[&str])] = &[
+    (
+        "data",
+        &[
+            "train_batch_size",
+            "max_prompt_length",
+            "max_response_length",
+            "train_files",
+            "val_files",
+            "seed",
+            "task",
+        ],
+    ),
+    ("data.task", &["name", "digits"]),
+    (
+        "actor_rollout_ref.model",
+        &[
+            "path",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "intermediate_size",
+            "tie_word_embeddings",
+        ],
+    ),
+    (
+        "actor_rollout_ref.actor",
+        &[
+            "ppo_mini_batch_size",
+            "ppo_micro_batch_size_per_gpu",
+            "ppo_epochs",
+            "clip_ratio",
+            "clip_ratio_low",
+            "clip_ratio_high",
+            "use_kl_loss",
+            "kl_loss_coef",
+            "kl_loss_type",
+            "loss_agg_mode",
+            "entropy_coeff",
+            "grad_clip",
+            "optim",
+            "profiler",
+        ],
+    ),
+    (
+        "actor_rollout_ref.actor.optim",
+        &["lr", "lr_warmup_steps", "weight_decay", "betas"],
+    ),
+    (
+        "actor_rollout_ref.rollout",
+        &[
+            "n",
+            "temperature",
+            "top_p",
+            "top_k",
+            "do_sample",
+            "ignore_eos",
+            "log_prob_micro_batch_size_per_gpu",
+            "profiler",
+        ],
+    ),
+    (
+        "actor_rollout_ref.ref",
+        &["log_prob_micro_batch_size_per_gpu", "profiler"],
+    ),
+    (
+        "algorithm",
+        &["adv_estimator", "norm_adv_by_std_in_grpo", "filter_groups"],
+    ),
+    (
+        "algorithm.filter_groups",
+        &["enable", "metric", "max_num_gen_batches"],
+    ),
+    (
+        "reward_model.overlong_buffer",
+        &["enable", "len", "penalty_factor"],
+    ),
+    (
+        "trainer",
+        &[
+            "total_training_steps",
+            "nnodes",
+            "n_gpus_per_node",
+            "sft_warmup_steps",
+            "sft_lr",
+            "test_freq",
+            "val_batch_size",
+            "default_local_dir",
+            "save_freq",
+            "resume_mode",
+            "seed",
+        ],
+    ),
+];
+
+/// verl keys within the typo distance of ours that this trainer does not implement.
+const VERL_NEIGHBOURS: &[&str] = &[
+    "clip_ratio_c",
+    "ppo_micro_batch_size",
+    "log_prob_micro_batch_size",
+    "ppo_max_token_len_per_gpu",
+];
+
+/// Warnings for keys within a small edit distance of a key this trainer reads: likely typos
+/// that would otherwise be silently ignored (not errors: verl's own keys, e.g. `clip_ratio_c`,
+/// can be that close to ours).
+fn near_misses(doc: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for (section, known) in KNOWN {
+        let mut v = doc;
+        let mut found = true;
+        for k in section.split('.') {
+            match v.get(k) {
+                Some(x) => v = x,
+                None => found = false,
+            }
+            if !found {
+                break;
+            }
+        }
+        let Some(map) = v.as_mapping().filter(|_| found) else {
+            continue;
+        };
+        for key in map.keys().filter_map(|k| k.as_str()) {
+            if known.contains(&key) || VERL_NEIGHBOURS.contains(&key) {
+                continue;
+            }
+            let best = known
+                .iter()
+                .map(|k| (strsim::levenshtein(key, k), *k))
+                .min()
+                .filter(|(d, k)| *d <= 2 && *d * 4 < k.len());
+            if let Some((_, k)) = best {
+                out.push(format!(
+                    "{section}.{key}: not a key this trainer reads (ignored); did you mean '{k}'?"
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Reads typed values by dotted path, collecting every problem.
@@ -362,6 +508,7 @@ impl TrainConfig {
             algorithm,
             overlong,
             trainer,
+            warnings: near_misses(doc),
         };
         cfg.check_consistency(&mut r.errors);
         if r.errors.is_empty() {

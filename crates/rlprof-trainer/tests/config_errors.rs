@@ -78,3 +78,31 @@ fn the_shipped_configs_are_valid() {
     assert!(d.algorithm.filter_groups.enable && !d.actor.use_kl_loss && d.overlong.enable);
     assert_eq!(d.actor.clip_ratio_high, 0.28);
 }
+
+#[test]
+fn likely_typos_warn_and_verl_keys_do_not() {
+    let doc: serde_yaml::Value = serde_yaml::from_str(
+        "trainer: {total_trainig_steps: 3}
+actor_rollout_ref: {actor: {ppo_epoch: 2, clip_ratio_c: 3.0, use_dynamic_bsz: false}}",
+    )
+    .unwrap();
+    let cfg = TrainConfig::from_doc(&doc).unwrap();
+    assert_eq!(
+        cfg.trainer.total_training_steps, 12,
+        "the misspelt key is ignored"
+    );
+    let w = cfg.warnings.join("\n");
+    assert!(
+        w.contains("trainer.total_trainig_steps") && w.contains("'total_training_steps'"),
+        "{w}"
+    );
+    assert!(
+        w.contains("actor_rollout_ref.actor.ppo_epoch") && w.contains("'ppo_epochs'"),
+        "{w}"
+    );
+    assert!(
+        !w.contains("clip_ratio_c") && !w.contains("use_dynamic_bsz"),
+        "{w}"
+    );
+    assert_eq!(cfg.warnings.len(), 2, "{w}");
+}
