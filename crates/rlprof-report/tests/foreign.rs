@@ -54,6 +54,24 @@ fn independent_ops(v: &serde_json::Value) -> BTreeMap<String, (u64, i64, i64)> {
     out
 }
 
+/// Loads a directory of two ranks' traces (nothing skipped) and summarises it.
+fn two_rank_report(dir: &Path) -> rlprof_report::Report {
+    let loaded = load(dir, &Limits::default()).unwrap();
+    assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
+    assert_eq!(loaded.profiles.len(), 2);
+    summarise(&loaded)
+}
+
+/// Adds one trace's independent per-op figures into `want`.
+fn add_ops(want: &mut BTreeMap<String, (u64, i64, i64)>, v: &serde_json::Value) {
+    for (k, (c, t, s)) in independent_ops(v) {
+        let e = want.entry(k).or_default();
+        e.0 += c;
+        e.1 += t;
+        e.2 += s;
+    }
+}
+
 fn json_of(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
@@ -61,20 +79,12 @@ fn json_of(path: &Path) -> serde_json::Value {
 #[test]
 fn torch_traces_load_and_numbers_equal_an_independent_computation() {
     let dir = data("torch");
-    let loaded = load(&dir, &Limits::default()).unwrap();
-    assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
-    assert_eq!(loaded.profiles.len(), 2);
-    let report = summarise(&loaded);
+    let report = two_rank_report(&dir);
     let mut want: BTreeMap<String, (u64, i64, i64)> = BTreeMap::new();
     let mut peak_per_rank = BTreeMap::new();
     for f in std::fs::read_dir(&dir).unwrap() {
         let v = json_of(&f.unwrap().path());
-        for (k, (c, t, s)) in independent_ops(&v) {
-            let e = want.entry(k).or_default();
-            e.0 += c;
-            e.1 += t;
-            e.2 += s;
-        }
+        add_ops(&mut want, &v);
         let peak = v["traceEvents"]
             .as_array()
             .unwrap()
@@ -206,10 +216,7 @@ fn without_trace_view_the_kernels_come_from_kernel_details() {
 #[test]
 fn real_pytorch_traces_load_with_ranks_steps_and_exact_op_times() {
     let dir = data("torch_real");
-    let loaded = load(&dir, &Limits::default()).unwrap();
-    assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
-    assert_eq!(loaded.profiles.len(), 2);
-    let report = summarise(&loaded);
+    let report = two_rank_report(&dir);
     let mut want: BTreeMap<String, (u64, i64, i64)> = BTreeMap::new();
     let mut ranks = Vec::new();
     for f in std::fs::read_dir(&dir).unwrap() {
@@ -217,12 +224,7 @@ fn real_pytorch_traces_load_with_ranks_steps_and_exact_op_times() {
         let v: serde_json::Value =
             serde_json::from_reader(flate2::read::GzDecoder::new(gz)).unwrap();
         ranks.push(v["distributedInfo"]["rank"].as_u64().unwrap());
-        for (k, (c, t, s)) in independent_ops(&v) {
-            let e = want.entry(k).or_default();
-            e.0 += c;
-            e.1 += t;
-            e.2 += s;
-        }
+        add_ops(&mut want, &v);
     }
     ranks.sort();
     assert_eq!(ranks, vec![0, 1]);
