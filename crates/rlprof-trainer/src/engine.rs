@@ -246,8 +246,9 @@ impl<C: Communicator> Engine<C> {
             }
             let _it = iteration(IterKind::DecodeStep);
             let positions: Vec<u32> = (0..b).map(|i| (prompts[i].len() + t) as u32).collect();
-            for (i, v) in valid.iter_mut().enumerate() {
-                v.push(!done[i] || out[i].len() == t + 1);
+            // Finished rows feed padding; their outputs are ignored.
+            for (v, d) in valid.iter_mut().zip(&done) {
+                v.push(!d);
             }
             let step_ids: Vec<Vec<u32>> = (0..b)
                 .map(|i| vec![if done[i] { pad } else { next[i] }])
@@ -434,15 +435,9 @@ impl<C: Communicator> Engine<C> {
 
     /// Supervised step on `(prompt, target)` token rows (the warm-up): token-mean cross-entropy
     /// over target tokens of the global batch. Returns the global loss.
-    pub fn sft_step(
-        &mut self,
-        rows: &[(Vec<u32>, Vec<u32>)],
-        global_rows: usize,
-        step: u64,
-    ) -> Result<f32> {
+    pub fn sft_step(&mut self, rows: &[(Vec<u32>, Vec<u32>)], step: u64) -> Result<f32> {
         let mut tokens = [rows.iter().map(|(_, t)| t.len() as f32).sum::<f32>()];
         self.comm.all_reduce_sum(&mut tokens)?;
-        let _ = global_rows;
         let samples: Vec<Sample> = rows
             .iter()
             .map(|(p, t)| Sample {

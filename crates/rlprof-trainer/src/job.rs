@@ -244,7 +244,7 @@ fn sft_warmup<C: Communicator>(
             t.push(eng.tok.eos_id);
             rows.push((eng.tok.encode(&p.text)?, t));
         }
-        let loss = eng.sft_step(&rows, global, 0)?;
+        let loss = eng.sft_step(&rows, 0)?;
         if rank == 0 {
             if step % 20 == 0 || step == total {
                 tracing::info!("warm-up step {step}/{total}: loss {loss:.4}");
@@ -527,36 +527,16 @@ pub fn run_process<C: Communicator>(
         .metrics_path
         .clone()
         .unwrap_or_else(|| default_metrics_path(&cfg));
-    let mut writer = match rank {
+    let writer = match rank {
         0 => Some(MetricsWriter::create(&metrics_path)?),
         _ => None,
     };
     let rp = profiler.rank(rank as u32);
     let _bound = rp.bind_thread();
-    let mut metrics = Vec::new();
-    let mut write_err = None;
-    let mut report = |ev: Event| match ev {
-        Event::Warmup(s, t, loss) => {
-            if let Some(cb) = &opts.on_warmup {
-                cb(s, t, loss);
-            }
-        }
-        Event::Step(m) => {
-            if let Some(w) = writer.as_mut() {
-                if let Err(e) = w.write(&m) {
-                    write_err.get_or_insert(e);
-                }
-            }
-            if let Some(cb) = &opts.on_step {
-                cb(&m);
-            }
-            metrics.push(m);
-        }
-    };
+    let mut sink = EventSink::new(&opts, writer);
+    let mut report = |ev: Event| sink.deliver(ev);
     let out = run_rank(&cfg, &rp, Traced::new(comm), opts.max_steps, &mut report)?;
-    if let Some(e) = write_err {
-        return Err(e);
-    }
+    let metrics = sink.finish()?;
     Ok(RunSummary {
         steps: out.steps,
         world_size: world as u32,
@@ -589,7 +569,7 @@ pub fn run(doc: &serde_yaml::Value, profiler: Profiler, opts: RunOptions) -> Res
         .metrics_path
         .clone()
         .unwrap_or_else(|| default_metrics_path(&cfg));
-    let mut writer = MetricsWriter::create(&metrics_path)?;
+    let writer = MetricsWriter::create(&metrics_path)?;
     let (tx, rx) = std::sync::mpsc::channel::<Event>();
     let mut handles = Vec::new();
     for comm in InProcess::group(world) {
@@ -623,26 +603,13 @@ pub fn run(doc: &serde_yaml::Value, profiler: Profiler, opts: RunOptions) -> Res
         handles.push(h);
     }
     drop(tx);
-    let mut metrics = Vec::new();
+    let mut sink = EventSink::new(&opts, Some(writer));
     for ev in rx {
-        match ev {
-            Event::Warmup(s, t, loss) => {
-                if let Some(cb) = &opts.on_warmup {
-                    cb(s, t, loss);
-                }
-            }
-            Event::Step(m) => {
-                writer.write(&m)?;
-                if let Some(cb) = &opts.on_step {
-                    cb(&m);
-                }
-                metrics.push(m);
-            }
-        }
+        sink.deliver(ev);
     }
     let mut outcomes = Vec::new();
     let mut first_err: Option<TrainerError> = None;
-    for h in handles {
+    for (rank, h) in handles.into_iter().enumerate() {
         match h.join() {
             Ok(Ok(o)) => outcomes.push(o),
             Ok(Err(e)) => {
@@ -656,7 +623,7 @@ pub fn run(doc: &serde_yaml::Value, profiler: Profiler, opts: RunOptions) -> Res
             }
             Err(p) => {
                 first_err = first_err.or(Some(TrainerError::RankPanicked {
-                    rank: 0,
+                    rank,
                     message: panic_message(&p),
                 }))
             }
@@ -665,6 +632,7 @@ pub fn run(doc: &serde_yaml::Value, profiler: Profiler, opts: RunOptions) -> Res
     if let Some(e) = first_err {
         return Err(e);
     }
+    let metrics = sink.finish()?;
     Ok(RunSummary {
         steps: outcomes.first().map_or(0, |o| o.steps),
         world_size: world as u32,
@@ -685,6 +653,52 @@ fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// Delivers rank 0's events: metrics file, the caller's callbacks, the summary's list. A write
+/// failure is kept and returned by [`EventSink::finish`], after the ranks have been joined.
+struct EventSink<'a> {
+    opts: &'a RunOptions,
+    writer: Option<MetricsWriter>,
+    metrics: Vec<StepMetrics>,
+    error: Option<TrainerError>,
+}
+
+impl<'a> EventSink<'a> {
+    fn new(opts: &'a RunOptions, writer: Option<MetricsWriter>) -> EventSink<'a> {
+        EventSink {
+            opts,
+            writer,
+            metrics: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn deliver(&mut self, ev: Event) {
+        match ev {
+            Event::Warmup(s, t, loss) => {
+                if let Some(cb) = &self.opts.on_warmup {
+                    cb(s, t, loss);
+                }
+            }
+            Event::Step(m) => {
+                if let Some(Err(e)) = self.writer.as_mut().map(|w| w.write(&m)) {
+                    self.error.get_or_insert(e);
+                }
+                if let Some(cb) = &self.opts.on_step {
+                    cb(&m);
+                }
+                self.metrics.push(m);
+            }
+        }
+    }
+
+    fn finish(self) -> Result<Vec<StepMetrics>> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.metrics),
+        }
+    }
 }
 
 /// Per-step metrics as JSON lines (verl's metric names plus `step`, `timing_s/*`).

@@ -502,9 +502,9 @@ fn rope_tables(config: &ModelConfig, device: &Device) -> Result<(Tensor, Tensor)
     let max = config.max_position_embeddings.min(1 << 16);
     let mut cos = Vec::with_capacity(max * hd);
     let mut sin = Vec::with_capacity(max * hd);
+    // Both halves of a row hold the same frequencies (rotate-half layout).
     for p in 0..max {
-        for rep in 0..2 {
-            let _ = rep;
+        for _half in 0..2 {
             for i in 0..half {
                 let freq = 1.0 / config.rope_theta.powf(2.0 * i as f64 / hd as f64);
                 let a = p as f64 * freq;
