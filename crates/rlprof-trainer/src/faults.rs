@@ -26,7 +26,10 @@ pub fn at_step_start(rank: usize, step: u64) -> Result<()> {
         Some((r, s, exit)) if r == rank && s == step => {
             if exit {
                 eprintln!("rank {rank}: {FAIL_RANK_ENV}: exiting at step {step} (simulated crash)");
-                std::process::exit(3);
+                // `_exit`, not `exit`: a crash runs no atexit handlers or destructors, and libc's
+                // `exit` with MPI progress threads alive can hang in those handlers.
+                // SAFETY: ends the process; nothing runs after it.
+                unsafe { libc::_exit(3) };
             }
             Err(TrainerError::InjectedFault { rank, step })
         }

@@ -235,9 +235,10 @@ impl MpiComm {
                     self.mark_broken(None);
                     return Err(TrainerError::Comm(format!(
                         "rank {} waited {}s in {op} for its peers (a peer is stuck, or died \
-                         without notice); set RLPROF_MPI_TIMEOUT_S to wait longer",
+                         without notice); set RLPROF_MPI_TIMEOUT_S to wait longer{}",
                         self.shared.rank,
-                        self.shared.timeout.as_secs()
+                        self.shared.timeout.as_secs(),
+                        self.local_peer_states()
                     )));
                 }
             }
@@ -251,11 +252,33 @@ impl MpiComm {
             return None;
         }
         *last = Instant::now();
-        self.shared.local_peers.iter().copied().find(|&(_, pid)| {
-            // SAFETY: signal 0 only checks that the process exists.
-            let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
-            rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
-        })
+        self.shared
+            .local_peers
+            .iter()
+            .copied()
+            .find(|&(_, pid)| !process_alive(pid))
+    }
+
+    /// "; same-host peers: rank 1 pid 123 state S" — what procfs says of each watched peer, for
+    /// the deadline message (empty without same-host peers).
+    fn local_peer_states(&self) -> String {
+        let states: Vec<String> = self
+            .shared
+            .local_peers
+            .iter()
+            .map(|&(r, pid)| {
+                let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|s| proc_state(&s))
+                    .map_or_else(|| "unknown".to_string(), String::from);
+                format!("rank {r} pid {pid} state {state}")
+            })
+            .collect();
+        if states.is_empty() {
+            String::new()
+        } else {
+            format!("; same-host peers: {}", states.join(", "))
+        }
     }
 
     fn mark_broken(&self, peer: Option<(usize, String)>) {
@@ -390,6 +413,28 @@ fn local_peers(world: &::mpi::topology::SimpleCommunicator, me: usize) -> Vec<(u
         .filter(|&(r, c)| r != me && c[0] == mine[0])
         .map(|(r, c)| (r, c[1] as u32))
         .collect()
+}
+
+/// Whether process `pid` still runs. An exited process that its parent has not reaped yet is a
+/// zombie: `kill(pid, 0)` still succeeds on it (MPICH's hydra proxy, without auto-cleanup, may
+/// leave it unreaped for the whole job), so the state letter in `/proc/<pid>/stat` decides where
+/// procfs exists.
+pub(crate) fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !matches!(proc_state(&stat), Some('Z' | 'X' | 'x')),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(_) => {
+            // SAFETY: signal 0 only checks that the process exists.
+            let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+            rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+        }
+    }
+}
+
+/// The state letter of a `/proc/<pid>/stat` line: the field after the `(comm)`, which may itself
+/// hold spaces and parentheses, hence the last `)`.
+fn proc_state(stat: &str) -> Option<char> {
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 /// Sizes a receive buffer to `n` without rewriting the part MPI overwrites anyway.
@@ -574,5 +619,47 @@ impl Communicator for MpiComm {
 
     fn abort(&self) {
         self.abort_with("stopped")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_letter_follows_the_last_parenthesis() {
+        assert_eq!(proc_state("42 (a) b) Z 1 2"), Some('Z'));
+        assert_eq!(proc_state("7 (rlprof) S 1"), Some('S'));
+        assert_eq!(proc_state("garbage"), None);
+    }
+
+    #[test]
+    fn an_unreaped_exited_child_counts_as_dead() {
+        let mut running = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert!(process_alive(running.id()));
+        let mut quick = std::process::Command::new("true").spawn().unwrap();
+        let pid = quick.id();
+        // Not waited for: the child stays a zombie, which `kill(pid, 0)` would call alive.
+        let t0 = Instant::now();
+        while process_alive(pid) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "zombie {pid} seen alive"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // SAFETY: signal 0 only checks that the process exists.
+        assert_eq!(
+            unsafe { libc::kill(pid as libc::pid_t, 0) },
+            0,
+            "still a zombie"
+        );
+        quick.wait().unwrap();
+        assert!(!process_alive(pid));
+        running.kill().unwrap();
+        running.wait().unwrap();
     }
 }
