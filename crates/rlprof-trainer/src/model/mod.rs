@@ -1,6 +1,8 @@
 //! A Qwen2/Llama-family decoder (RMSNorm, RoPE, SwiGLU, grouped-query attention, tied or untied
-//! embeddings) built from differentiable candle primitives only, so that every weight gets a
-//! gradient (candle's fused rms_norm / softmax_last_dim / rope have no backward pass).
+//! embeddings) from differentiable candle ops, so that every weight gets a gradient. candle's
+//! fused rms_norm / softmax / rope have no backward pass: on CPU the trainable model uses the
+//! differentiable fused kernels of [`kernels`], the no-grad models candle's fused ones, and other
+//! devices the composed primitives.
 //!
 //! Layout conventions follow verl: prompts are left-padded, responses right-padded; callers pass
 //! per-token validity and the model derives position ids and the attention mask from it.
@@ -10,7 +12,7 @@ pub mod ops;
 pub mod params;
 
 use crate::t;
-use candle_core::{DType, Device, Module, Result, Tensor, D};
+use candle_core::{DType, Device, Result, Tensor, D};
 use rlprof_profiler::{intern, NameId};
 use serde::{Deserialize, Serialize};
 
@@ -174,14 +176,23 @@ struct RmsNorm {
 impl RmsNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let m = self.module;
+        let eps = self.eps as f32;
         if self.fused {
-            let eps = self.eps as f32;
             return t!(
                 "rms_norm",
                 m,
                 [x, &self.w],
                 0,
                 candle_nn::ops::rms_norm(x, &self.w, eps)
+            );
+        }
+        if kernels::supported(x) {
+            return t!(
+                "rms_norm",
+                m,
+                [x, &self.w],
+                0,
+                kernels::rms_norm(x, &self.w, eps)
             );
         }
         let sq = t!("pow", m, [x], 0, x.sqr())?;
@@ -466,8 +477,8 @@ impl Transformer {
         let hd = self.config.head_dim();
         let cos = self.cos.index_select(&flat, 0)?.reshape((b, 1, t, hd))?;
         let sin = self.sin.index_select(&flat, 0)?.reshape((b, 1, t, hd))?;
-        if self.fused {
-            // The fused kernel takes the first half of the (duplicated) tables, `[B, T, D/2]`.
+        if self.fused || kernels::supported(&self.cos) {
+            // The fused kernels take the first half of the (duplicated) tables, `[B, T, D/2]`.
             let half = |x: Tensor| x.reshape((b, t, hd))?.narrow(2, 0, hd / 2)?.contiguous();
             let (c, s) = (half(cos)?, half(sin)?);
             return Ok(Rope {
@@ -475,6 +486,7 @@ impl Transformer {
                 sin_q: s.clone(),
                 cos_k: c,
                 sin_k: s,
+                half: true,
             });
         }
         let expand = |x: &Tensor, heads: usize| x.broadcast_as((b, heads, t, hd))?.contiguous();
@@ -484,6 +496,7 @@ impl Transformer {
             sin_q: expand(&sin, h)?,
             cos_k: expand(&cos, kv)?,
             sin_k: expand(&sin, kv)?,
+            half: false,
         })
     }
 }
@@ -519,12 +532,14 @@ fn rope_tables(config: &ModelConfig, device: &Device) -> Result<(Tensor, Tensor)
     ))
 }
 
-/// RoPE tables at the call's positions, expanded to the query and key head counts.
+/// RoPE tables at the call's positions: `[B, T, D/2]` for the fused kernels (`half`), else
+/// expanded to the query and key head counts, `[B, H, T, D]`.
 struct Rope {
     cos_q: Tensor,
     sin_q: Tensor,
     cos_k: Tensor,
     sin_k: Tensor,
+    half: bool,
 }
 
 /// `x * cos + rotate_half(x) * sin` from primitive ops; x, cos, sin `[B, H, T, D]`.
@@ -573,9 +588,13 @@ impl Attention {
             .reshape((b, t, kvh, hd))?
             .transpose(1, 2)?
             .contiguous()?;
-        let (q, mut k) = if self.fused {
+        let (q, mut k) = if rope.half {
             let f = |x: &Tensor, c: &Tensor, s: &Tensor| {
-                t!("rope", m, [x, c], 0, candle_nn::rotary_emb::rope(x, c, s))
+                if self.fused {
+                    t!("rope", m, [x, c], 0, candle_nn::rotary_emb::rope(x, c, s))
+                } else {
+                    t!("rope", m, [x, c], 0, kernels::rope(x, c, s))
+                }
             };
             (
                 f(&q, &rope.cos_q, &rope.sin_q)?,
@@ -608,7 +627,7 @@ impl Attention {
             m,
             [&scores],
             0,
-            candle_nn::ops::softmax(&scores, D::Minus1)
+            kernels::softmax_last_dim(&scores)
         )?;
         let out = t!("matmul", m, [&probs, &v], flops, probs.matmul(&v))?;
         let out = out.transpose(1, 2)?.contiguous()?.reshape((b, t, h * hd))?;
@@ -631,9 +650,8 @@ impl Mlp {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let m = self.module;
         let g = self.gate.forward(x)?;
-        let g = t!("silu", m, [&g], 0, candle_nn::Activation::Silu.forward(&g))?;
         let u = self.up.forward(x)?;
-        let gu = t!("mul", m, [&g, &u], 0, g.mul(&u))?;
+        let gu = t!("silu_mul", m, [&g, &u], 0, kernels::silu_mul(&g, &u))?;
         self.down.forward(&gu)
     }
 }
