@@ -249,6 +249,19 @@ fn sigmoid(v: f32) -> f32 {
     1.0 / (1.0 + (-v).exp())
 }
 
+fn silu_mul_fwd(g: f32, u: f32) -> f32 {
+    g * sigmoid(g) * u
+}
+
+fn silu_mul_bwd_gate(d: f32, g: f32, u: f32) -> f32 {
+    let s = sigmoid(g);
+    d * u * s * (1.0 + g * (1.0 - s))
+}
+
+fn silu_mul_bwd_up(d: f32, g: f32) -> f32 {
+    d * g * sigmoid(g)
+}
+
 impl CustomOp2 for SiluMul {
     fn name(&self) -> &'static str {
         "rlprof-silu-mul"
@@ -261,14 +274,7 @@ impl CustomOp2 for SiluMul {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (g, _) = f32_rows(s1, l1, "silu_mul")?;
-        let (u, _) = f32_rows(s2, l2, "silu_mul")?;
-        let out = g
-            .iter()
-            .zip(u)
-            .map(|(&gv, &uv)| gv * sigmoid(gv) * uv)
-            .collect();
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        Map2("rlprof-silu-mul", silu_mul_fwd).cpu_fwd(s1, l1, s2, l2)
     }
 
     fn bwd(
@@ -279,18 +285,41 @@ impl CustomOp2 for SiluMul {
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let (grad, g, u) = (grad.contiguous()?, g.contiguous()?, u.contiguous()?);
-        let dg = grad.apply_op3_no_bwd(&g, &u, &SiluMulBwdGate)?;
-        let du = grad.apply_op2_no_bwd(&g, &SiluMulBwdUp)?;
+        let dg =
+            grad.apply_op3_no_bwd(&g, &u, &Map3("rlprof-silu-mul-bwd-gate", silu_mul_bwd_gate))?;
+        let du = grad.apply_op2_no_bwd(&g, &Map2("rlprof-silu-mul-bwd-up", silu_mul_bwd_up))?;
         Ok((Some(dg), Some(du)))
     }
 }
 
-/// `(grad, g, u) -> dg` of [`silu_mul`].
-struct SiluMulBwdGate;
+/// An element-wise map of two contiguous same-shape f32 tensors (no backward).
+struct Map2(&'static str, fn(f32, f32) -> f32);
 
-impl CustomOp3 for SiluMulBwdGate {
+impl CustomOp2 for Map2 {
     fn name(&self) -> &'static str {
-        "rlprof-silu-mul-bwd-gate"
+        self.0
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (a, _) = f32_rows(s1, l1, self.0)?;
+        let (b, _) = f32_rows(s2, l2, self.0)?;
+        let out = a.iter().zip(b).map(|(&x, &y)| (self.1)(x, y)).collect();
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+}
+
+/// An element-wise map of three contiguous same-shape f32 tensors (no backward).
+struct Map3(&'static str, fn(f32, f32, f32) -> f32);
+
+impl CustomOp3 for Map3 {
+    fn name(&self) -> &'static str {
+        self.0
     }
 
     fn cpu_fwd(
@@ -302,43 +331,14 @@ impl CustomOp3 for SiluMulBwdGate {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (gr, _) = f32_rows(s1, l1, "silu_mul backward")?;
-        let (g, _) = f32_rows(s2, l2, "silu_mul backward")?;
-        let (u, _) = f32_rows(s3, l3, "silu_mul backward")?;
-        let out = gr
+        let (a, _) = f32_rows(s1, l1, self.0)?;
+        let (b, _) = f32_rows(s2, l2, self.0)?;
+        let (c, _) = f32_rows(s3, l3, self.0)?;
+        let out = a
             .iter()
-            .zip(g)
-            .zip(u)
-            .map(|((&dv, &gv), &uv)| {
-                let s = sigmoid(gv);
-                dv * uv * s * (1.0 + gv * (1.0 - s))
-            })
-            .collect();
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
-    }
-}
-
-/// `(grad, g) -> du = grad * silu(g)` of [`silu_mul`].
-struct SiluMulBwdUp;
-
-impl CustomOp2 for SiluMulBwdUp {
-    fn name(&self) -> &'static str {
-        "rlprof-silu-mul-bwd-up"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let (gr, _) = f32_rows(s1, l1, "silu_mul backward")?;
-        let (g, _) = f32_rows(s2, l2, "silu_mul backward")?;
-        let out = gr
-            .iter()
-            .zip(g)
-            .map(|(&dv, &gv)| dv * gv * sigmoid(gv))
+            .zip(b)
+            .zip(c)
+            .map(|((&x, &y), &z)| (self.1)(x, y, z))
             .collect();
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
