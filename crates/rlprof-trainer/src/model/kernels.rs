@@ -245,19 +245,23 @@ pub fn silu_mul(g: &Tensor, u: &Tensor) -> Result<Tensor> {
 
 struct SiluMul;
 
+#[inline(always)]
 fn sigmoid(v: f32) -> f32 {
     1.0 / (1.0 + (-v).exp())
 }
 
+#[inline(always)]
 fn silu_mul_fwd(g: f32, u: f32) -> f32 {
     g * sigmoid(g) * u
 }
 
+#[inline(always)]
 fn silu_mul_bwd_gate(d: f32, g: f32, u: f32) -> f32 {
     let s = sigmoid(g);
     d * u * s * (1.0 + g * (1.0 - s))
 }
 
+#[inline(always)]
 fn silu_mul_bwd_up(d: f32, g: f32) -> f32 {
     d * g * sigmoid(g)
 }
@@ -292,10 +296,11 @@ impl CustomOp2 for SiluMul {
     }
 }
 
-/// An element-wise map of two contiguous same-shape f32 tensors (no backward).
-struct Map2(&'static str, fn(f32, f32) -> f32);
+/// An element-wise map of two contiguous same-shape f32 tensors (no backward). Generic over the
+/// function so that it inlines into the loop (a `fn` pointer costs an indirect call per element).
+struct Map2<F>(&'static str, F);
 
-impl CustomOp2 for Map2 {
+impl<F: Fn(f32, f32) -> f32 + Send + Sync> CustomOp2 for Map2<F> {
     fn name(&self) -> &'static str {
         self.0
     }
@@ -314,10 +319,11 @@ impl CustomOp2 for Map2 {
     }
 }
 
-/// An element-wise map of three contiguous same-shape f32 tensors (no backward).
-struct Map3(&'static str, fn(f32, f32, f32) -> f32);
+/// An element-wise map of three contiguous same-shape f32 tensors (no backward), generic like
+/// [`Map2`].
+struct Map3<F>(&'static str, F);
 
-impl CustomOp3 for Map3 {
+impl<F: Fn(f32, f32, f32) -> f32 + Send + Sync> CustomOp3 for Map3<F> {
     fn name(&self) -> &'static str {
         self.0
     }
