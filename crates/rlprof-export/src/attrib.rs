@@ -52,16 +52,9 @@ pub enum Out<'a> {
 
 #[derive(Default)]
 struct ThreadState {
-    host_child: Vec<u64>,
-    dev_child: Vec<u64>,
+    /// Per nesting depth: summed `(host, device)` time of closed children.
+    child: Vec<(u64, u64)>,
     pending: Vec<KernelEv>,
-}
-
-fn slot(v: &mut Vec<u64>, i: usize) -> &mut u64 {
-    if v.len() <= i {
-        v.resize(i + 1, 0);
-    }
-    &mut v[i]
 }
 
 /// The per-thread attribution state of one raw file.
@@ -73,6 +66,7 @@ pub struct Attributor {
 
 impl Attributor {
     /// Feeds one event; calls `out` zero or more times.
+    #[inline]
     pub fn push(&mut self, ev: &Event, out: &mut impl FnMut(Out)) {
         match ev {
             Event::Kernel(k) => {
@@ -91,14 +85,17 @@ impl Attributor {
         }
     }
 
+    #[inline]
     fn close(&mut self, r: &RangeEv, out: &mut impl FnMut(Out)) {
         let st = self
             .threads
             .get_or_insert_with(r.thread, ThreadState::default);
         let d = r.depth as usize;
         let total = r.end - r.start;
-        let host_children = std::mem::take(slot(&mut st.host_child, d + 1));
-        let dev_children = std::mem::take(slot(&mut st.dev_child, d + 1));
+        if st.child.len() < d + 2 {
+            st.child.resize(d + 2, (0, 0));
+        }
+        let (host_children, dev_children) = std::mem::take(&mut st.child[d + 1]);
         let is_op = r.cat == RangeCat::Op as u8;
         let mut ext_id = 0;
         let mut dev_self = 0;
@@ -117,8 +114,9 @@ impl Attributor {
             }
         }
         let dev_total = dev_self + dev_children;
-        *slot(&mut st.host_child, d) += total;
-        *slot(&mut st.dev_child, d) += dev_total;
+        let here = &mut st.child[d];
+        here.0 += total;
+        here.1 += dev_total;
         if d == 0 {
             for k in st.pending.drain(..) {
                 out(Out::Kernel(k, None));

@@ -13,8 +13,8 @@ use crate::meta::Meta;
 use crate::source::RawBytes;
 use crate::ExportError;
 use rlprof_profiler::clock::{Calibration, TickMapper};
-use rlprof_profiler::raw::{records_of, Chunk, ChunkRef, Corruption, SliceReader, Truncation};
-use rlprof_profiler::record::{Kind, RangeCat, Record};
+use rlprof_profiler::raw::{Chunk, ChunkRef, Corruption, SliceReader, Truncation};
+use rlprof_profiler::record::{Kind, RangeCat, Record, RECORD_SIZE};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -229,10 +229,10 @@ impl Index {
                     }
                 }
                 Chunk::Records { records, .. } => {
-                    for r in &records {
-                        count_one(r, &mut counts, &mut steps_raw, &mut comms_raw);
-                    }
-                    counts.records += records.len() as u64;
+                    // Not produced by `SliceReader` (records come borrowed); counted the same way.
+                    let mut body = Vec::with_capacity(records.len() * RECORD_SIZE);
+                    records.iter().for_each(|r| r.to_bytes(&mut body));
+                    count(&body, &mut counts, &mut steps_raw, &mut comms_raw);
                 }
                 Chunk::Calibration(c) => cals.push(c),
                 Chunk::Thread { thread, name } => {
@@ -326,17 +326,8 @@ impl Index {
             let ChunkRef::Records { thread, body } = chunk else {
                 continue;
             };
-            let mut prev = pending.take(thread);
-            for r in records_of(body) {
-                if r.kind == Kind::Ext as u8 {
-                    if let Some(p) = prev.take() {
-                        f(&self.event(thread, &p, Some(&r)));
-                    }
-                } else if let Some(p) = prev.replace(r) {
-                    f(&self.event(thread, &p, None));
-                }
-            }
-            if let Some(p) = prev {
+            let prev = pending.take(thread);
+            if let Some(p) = self.replay_chunk(thread, prev, body, &mut f) {
                 pending.insert(thread, p);
             }
         }
@@ -346,6 +337,58 @@ impl Index {
         Ok(())
     }
 
+    /// The events of one Records chunk body of `thread`; `prev` is the thread's record left
+    /// unpaired at the end of its previous chunk (its Ext may open this chunk). Returns the
+    /// record left unpaired at the end of this one.
+    ///
+    /// A record is paired with the record right after it when that is an Ext, looking ahead in
+    /// the borrowed bytes instead of carrying an `Option<Record>` through every step; an Ext
+    /// with no record before it is skipped. Same events, same order as pairing one at a time.
+    #[inline]
+    fn replay_chunk(
+        &self,
+        thread: u32,
+        prev: Option<Record>,
+        body: &[u8],
+        f: &mut impl FnMut(&Event),
+    ) -> Option<Record> {
+        const EXT: u8 = Kind::Ext as u8;
+        let (recs, _) = body.as_chunks::<RECORD_SIZE>();
+        let mut i = 0;
+        if let Some(p) = prev {
+            let Some(first) = recs.first() else {
+                return Some(p);
+            };
+            let r = Record::from_bytes(first);
+            if r.kind == EXT {
+                f(&self.event(thread, &p, Some(&r)));
+                i = 1;
+            } else {
+                f(&self.event(thread, &p, None));
+            }
+        }
+        while let Some(b) = recs.get(i) {
+            let r = Record::from_bytes(b);
+            if r.kind == EXT {
+                i += 1;
+                continue;
+            }
+            let Some(nb) = recs.get(i + 1) else {
+                return Some(r);
+            };
+            let x = Record::from_bytes(nb);
+            if x.kind == EXT {
+                f(&self.event(thread, &r, Some(&x)));
+                i += 2;
+            } else {
+                f(&self.event(thread, &r, None));
+                i += 1;
+            }
+        }
+        None
+    }
+
+    #[inline(always)]
     fn event(&self, thread: u32, r: &Record, ext: Option<&Record>) -> Event {
         let e = ext.copied().unwrap_or_default();
         match Kind::from_u8(r.kind) {
@@ -401,45 +444,40 @@ impl Index {
     }
 }
 
+/// Counts the records of a Records chunk body by kind, straight from the kind/category bytes
+/// (branch-free except for the rare step ranges and collectives, whose intervals are kept).
 fn count(
     body: &[u8],
     c: &mut Counts,
     steps: &mut Vec<(u32, u64, u64)>,
     comms: &mut Vec<(u64, u64)>,
 ) {
-    let records = records_of(body);
-    c.records += records.len() as u64;
-    for r in records {
-        count_one(&r, c, steps, comms);
-    }
-}
-
-#[inline]
-fn count_one(
-    r: &Record,
-    c: &mut Counts,
-    steps: &mut Vec<(u32, u64, u64)>,
-    comms: &mut Vec<(u64, u64)>,
-) {
-    match Kind::from_u8(r.kind) {
-        Some(Kind::Range) => {
-            c.ranges += 1;
-            if r.cat == RangeCat::Op as u8 {
-                c.ops += 1;
-            } else if r.cat == RangeCat::Step as u8 {
+    let (recs, _) = body.as_chunks::<RECORD_SIZE>();
+    c.records += recs.len() as u64;
+    // by_kind[k] for kind bytes 1..=7; every other value lands in slot 0 (not counted).
+    let mut by_kind = [0u64; 8];
+    let mut ops = 0u64;
+    for b in recs {
+        let (kind, cat) = (b[20], b[21]);
+        by_kind[if kind < 8 { kind as usize } else { 0 }] += 1;
+        let range = kind == Kind::Range as u8;
+        ops += (range & (cat == RangeCat::Op as u8)) as u64;
+        if (range & (cat == RangeCat::Step as u8)) | (kind == Kind::Comm as u8) {
+            let r = Record::from_bytes(b);
+            if range {
                 steps.push((r.name, r.ts, r.a));
+            } else {
+                comms.push((r.ts, r.a));
             }
         }
-        Some(Kind::Kernel) => c.kernels += 1,
-        Some(Kind::Memory) => c.memory += 1,
-        Some(Kind::Comm) => {
-            c.comms += 1;
-            comms.push((r.ts, r.a));
-        }
-        Some(Kind::Instant) => c.instants += 1,
-        Some(Kind::Counter) => c.counters += 1,
-        _ => {}
     }
+    c.ranges += by_kind[Kind::Range as usize];
+    c.ops += ops;
+    c.kernels += by_kind[Kind::Kernel as usize];
+    c.memory += by_kind[Kind::Memory as usize];
+    c.comms += by_kind[Kind::Comm as usize];
+    c.instants += by_kind[Kind::Instant as usize];
+    c.counters += by_kind[Kind::Counter as usize];
 }
 
 /// `ProfilerStep#12` -> 12 (0 when the name has no number).
@@ -448,4 +486,127 @@ pub fn step_number(name: &str) -> u64 {
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlprof_profiler::raw::RawWriter;
+
+    fn rec(ts: u64, kind: Kind, cat: u8, name: u32) -> Record {
+        Record {
+            ts,
+            a: ts + 5,
+            name,
+            kind: kind as u8,
+            cat,
+            aux: 0,
+        }
+    }
+
+    /// The pairing rule, one record at a time (the reference for the look-ahead loop).
+    fn reference(idx: &Index, chunks: &[(u32, Vec<Record>)]) -> Vec<Event> {
+        let mut out = Vec::new();
+        let mut pending: BTreeMap<u32, Record> = BTreeMap::new();
+        for (thread, recs) in chunks {
+            let mut prev = pending.remove(thread);
+            for r in recs {
+                if r.kind == Kind::Ext as u8 {
+                    if let Some(p) = prev.take() {
+                        out.push(idx.event(*thread, &p, Some(r)));
+                    }
+                } else if let Some(p) = prev.replace(*r) {
+                    out.push(idx.event(*thread, &p, None));
+                }
+            }
+            if let Some(p) = prev {
+                pending.insert(*thread, p);
+            }
+        }
+        for (thread, p) in pending {
+            out.push(idx.event(thread, &p, None));
+        }
+        out
+    }
+
+    #[test]
+    fn lookahead_pairing_matches_one_at_a_time_across_chunks() {
+        use Kind::*;
+        let op = RangeCat::Op as u8;
+        let step = RangeCat::Step as u8;
+        // Ext records split from their record by a chunk boundary (also with another thread's
+        // chunk in between), orphan and doubled Ext records, empty chunks, records without an
+        // Ext, and a record left pending at the very end.
+        let chunks: Vec<(u32, Vec<Record>)> = vec![
+            (0, vec![rec(1, Ext, 0, 0), rec(2, Kernel, 0, 1)]),
+            (0, vec![rec(3, Ext, 0, 0), rec(4, Range, op, 2)]),
+            (1, vec![rec(5, Memory, 0, 0)]),
+            (0, vec![]),
+            (
+                1,
+                vec![rec(6, Ext, 0, 0), rec(7, Ext, 0, 0), rec(8, Comm, 0, 3)],
+            ),
+            (
+                0,
+                vec![
+                    rec(9, Ext, 0, 0),
+                    rec(10, Range, step, 4),
+                    rec(11, Instant, 0, 0),
+                ],
+            ),
+            (
+                0,
+                vec![
+                    rec(12, Counter, 0, 0),
+                    rec(13, Range, op, 2),
+                    rec(14, Ext, 0, 0),
+                ],
+            ),
+            (1, vec![rec(15, Ext, 0, 0), rec(16, Kernel, 1, 1)]),
+            (2, vec![rec(17, Range, op, 2)]),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rank_0.rlraw");
+        let mut w = RawWriter::create(&path).unwrap();
+        w.write_meta(&serde_json::json!({"tool": "npu", "level": "level1", "rank": 0}))
+            .unwrap();
+        w.write_strings([
+            (1, "k"),
+            (2, "op"),
+            (3, "all_reduce"),
+            (4, "ProfilerStep#3"),
+        ])
+        .unwrap();
+        for (t, recs) in &chunks {
+            w.write_records(*t, recs).unwrap();
+        }
+        drop(w);
+        let idx = Index::build(&path).unwrap();
+        let mut got = Vec::new();
+        idx.replay(|e| got.push(*e)).unwrap();
+        let want = reference(&idx, &chunks);
+        assert_eq!(got, want);
+        assert_eq!(got.len(), 10);
+
+        // Counts by kind, from the kind bytes.
+        let all: Vec<&Record> = chunks.iter().flat_map(|c| &c.1).collect();
+        let n = |k: Kind| all.iter().filter(|r| r.kind == k as u8).count() as u64;
+        let c = idx.counts;
+        assert_eq!(c.records, all.len() as u64);
+        assert_eq!(
+            (c.ranges, c.ops, c.kernels, c.memory, c.comms, c.instants, c.counters),
+            (
+                n(Range),
+                3,
+                n(Kernel),
+                n(Memory),
+                n(Comm),
+                n(Instant),
+                n(Counter)
+            )
+        );
+        assert_eq!(idx.steps.len(), 1);
+        assert_eq!(idx.steps[0].step, 3);
+        assert_eq!(idx.comm_spans.len(), 1);
+    }
 }
