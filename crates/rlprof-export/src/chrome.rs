@@ -47,6 +47,26 @@ struct JsonCache {
     lists: DenseMap<Box<[u8]>>,
 }
 
+/// Slots of the cache of track pieces ([`ChromeWriter::piece`]).
+const PIECE_SLOTS: usize = 256;
+
+/// Piece kinds: the head of a complete event per category, the `pid`/`tid`/`ts` keys of a flow
+/// event, the first arguments of a kernel.
+mod piece {
+    pub const CPU_OP: u8 = 1;
+    pub const CUDA_RUNTIME: u8 = 2;
+    pub const API: u8 = 3;
+    pub const RUNTIME: u8 = 4;
+    pub const PYTHON_FUNCTION: u8 = 5;
+    pub const USER_ANNOTATION: u8 = 6;
+    pub const KERNEL: u8 = 7;
+    pub const FLOW_TRACK: u8 = 8;
+    pub const KERNEL_ARGS: u8 = 9;
+}
+
+/// A cached piece: `(kind, pid, tid)` and its text.
+type Piece = Option<((u8, u64, u64), text::Short<64>)>;
+
 fn cached(map: &mut DenseMap<Box<[u8]>>, id: u32, make: impl FnOnce(&mut Vec<u8>)) -> &[u8] {
     map.get_or_insert_with(id, || {
         let mut v = Vec::new();
@@ -68,6 +88,8 @@ pub struct ChromeWriter<W: Write> {
     /// Events written (excluding metadata).
     pub events: u64,
     streams: std::collections::BTreeSet<u16>,
+    /// Event text that depends only on the kind and track, by `(kind, pid, tid)` (direct-mapped).
+    pieces: Vec<Piece>,
 }
 
 impl<W: Write> ChromeWriter<W> {
@@ -92,6 +114,7 @@ impl<W: Write> ChromeWriter<W> {
             ts_text: text::UsCache::default(),
             events: 0,
             streams: Default::default(),
+            pieces: vec![None; PIECE_SLOTS],
         })
     }
 
@@ -118,6 +141,42 @@ impl<W: Write> ChromeWriter<W> {
     fn name(&mut self, idx: &Index, id: u32) {
         let s = cached(&mut self.json.strs, id, |v| json_str(v, idx.name(id)));
         self.buf.extend_from_slice(s);
+    }
+
+    /// Appends the text `build` makes for `(kind, pid, tid)`, formatted once per track and kind
+    /// while it stays in its cache slot (`build` must depend on nothing else); a text too long
+    /// for the cache is formatted every time.
+    #[inline]
+    fn piece(&mut self, kind: u8, pid: u64, tid: u64, build: impl FnOnce(&mut Vec<u8>)) {
+        let key = (kind, pid, tid);
+        let slot = (tid as usize)
+            .wrapping_mul(16)
+            .wrapping_add(kind as usize)
+            .wrapping_add((pid as usize).wrapping_mul(7))
+            % PIECE_SLOTS;
+        if let Some((k, t)) = &self.pieces[slot] {
+            if *k == key {
+                t.put(&mut self.buf);
+                return;
+            }
+        }
+        let start = self.buf.len();
+        build(&mut self.buf);
+        if let Some(t) = text::Short::new(&self.buf[start..]) {
+            self.pieces[slot] = Some((key, t));
+        }
+    }
+
+    /// `,"pid":P,"tid":T,"ts":` of a flow event.
+    #[inline]
+    fn flow_track(&mut self, pid: u64, tid: u64) {
+        self.piece(piece::FLOW_TRACK, pid, tid, |b| {
+            b.extend_from_slice(b",\"pid\":");
+            text::uint(b, pid);
+            b.extend_from_slice(b",\"tid\":");
+            text::uint(b, tid);
+            b.extend_from_slice(b",\"ts\":");
+        });
     }
 
     #[inline]
@@ -210,16 +269,26 @@ impl<W: Write> ChromeWriter<W> {
         self.maybe_flush()
     }
 
-    fn complete_head(&mut self, cat: &'static str, pid: u64, tid: u64, start: u64, end: u64) {
+    /// `kind` is the [`piece`] kind of `cat`.
+    fn complete_head(
+        &mut self,
+        (cat, kind): (&'static str, u8),
+        pid: u64,
+        tid: u64,
+        start: u64,
+        end: u64,
+    ) {
         self.sep();
         self.events += 1;
-        self.lit("{\"ph\":\"X\",\"cat\":\"");
-        self.lit(cat);
-        self.lit("\",\"pid\":");
-        self.num(pid);
-        self.lit(",\"tid\":");
-        self.num(tid);
-        self.lit(",\"ts\":");
+        self.piece(kind, pid, tid, |b| {
+            b.extend_from_slice(b"{\"ph\":\"X\",\"cat\":\"");
+            b.extend_from_slice(cat.as_bytes());
+            b.extend_from_slice(b"\",\"pid\":");
+            text::uint(b, pid);
+            b.extend_from_slice(b",\"tid\":");
+            text::uint(b, tid);
+            b.extend_from_slice(b",\"ts\":");
+        });
         self.ts(start);
         self.lit(",\"dur\":");
         text::us3(&mut self.buf, end - start);
@@ -229,21 +298,22 @@ impl<W: Write> ChromeWriter<W> {
     fn range(&mut self, idx: &Index, ri: &RangeInfo) {
         let r = &ri.r;
         let cat = match RangeCat::from_u8(r.cat) {
-            Some(RangeCat::Op) => "cpu_op",
+            Some(RangeCat::Op) => ("cpu_op", piece::CPU_OP),
             Some(RangeCat::Api) => match self.flavor {
-                Flavor::Torch => "cuda_runtime",
-                Flavor::Ascend => "api",
+                Flavor::Torch => ("cuda_runtime", piece::CUDA_RUNTIME),
+                Flavor::Ascend => ("api", piece::API),
             },
-            Some(RangeCat::Runtime) => "runtime",
-            Some(RangeCat::Span) => "python_function",
-            _ => "user_annotation",
+            Some(RangeCat::Runtime) => ("runtime", piece::RUNTIME),
+            Some(RangeCat::Span) => ("python_function", piece::PYTHON_FUNCTION),
+            _ => ("user_annotation", piece::USER_ANNOTATION),
         };
         self.complete_head(cat, self.tracks.host_pid, r.thread as u64, r.start, r.end);
         self.name(idx, r.name);
         self.lit(",\"args\":{");
         if ri.ext_id != 0 {
+            let ext = text::Short::<24>::uint(ri.ext_id);
             self.lit("\"External id\":");
-            self.num(ri.ext_id);
+            ext.put(&mut self.buf);
             if r.shapes != 0 {
                 self.lit(",\"Input Dims\":");
                 let s = cached(&mut self.json.dims, r.shapes, |v| {
@@ -268,7 +338,7 @@ impl<W: Write> ChromeWriter<W> {
             }
             self.lit("}}");
             if ri.dev_self > 0 {
-                self.flow_start(r.thread as u64, r.start, ri.ext_id);
+                self.flow_start(r.thread as u64, r.start, &ext);
             }
             return;
         }
@@ -280,48 +350,38 @@ impl<W: Write> ChromeWriter<W> {
     }
 
     /// The `s` end of the host-to-device flow of an op (a separate event after the op).
-    fn flow_start(&mut self, tid: u64, ts: u64, id: u64) {
+    fn flow_start(&mut self, tid: u64, ts: u64, id: &text::Short<24>) {
         self.sep();
-        let cat = self.flow_cat();
         self.lit("{\"ph\":\"s\",\"id\":");
-        self.num(id);
-        self.lit(",\"pid\":");
-        self.num(self.tracks.host_pid);
-        self.lit(",\"tid\":");
-        self.num(tid);
-        self.lit(",\"ts\":");
+        id.put(&mut self.buf);
+        self.flow_track(self.tracks.host_pid, tid);
         self.ts(ts);
-        self.flow_cat_name(cat);
-        self.lit("}");
+        self.lit(self.flow_tail());
     }
 
-    fn flow_cat_name(&mut self, cat: &str) {
-        self.lit(",\"cat\":\"");
-        self.lit(cat);
-        self.lit("\",\"name\":\"");
-        self.lit(cat);
-        self.lit("\"");
-    }
-
-    fn flow_cat(&self) -> &'static str {
+    /// The category and name of a flow event, closing it.
+    fn flow_tail(&self) -> &'static str {
         match self.flavor {
-            Flavor::Torch => "ac2g",
-            Flavor::Ascend => "HostToDevice",
+            Flavor::Torch => ",\"cat\":\"ac2g\",\"name\":\"ac2g\"}",
+            Flavor::Ascend => ",\"cat\":\"HostToDevice\",\"name\":\"HostToDevice\"}",
         }
     }
 
     fn kernel(&mut self, idx: &Index, k: &KernelEv, op: Option<&OpRef>) {
         self.streams.insert(k.stream);
-        let cat = "kernel";
-        self.complete_head(cat, self.tracks.device_pid, k.stream as u64, k.start, k.end);
+        let (pid, tid) = (self.tracks.device_pid, k.stream as u64);
+        self.complete_head(("kernel", piece::KERNEL), pid, tid, k.start, k.end);
         self.name(idx, k.name);
-        self.lit(",\"args\":{\"device\":0,\"stream\":");
-        self.num(k.stream as u64);
-        self.lit(",\"correlation\":");
-        self.num(op.map_or(0, |o| o.ext_id));
-        if let Some(o) = op {
+        self.piece(piece::KERNEL_ARGS, pid, tid, |b| {
+            b.extend_from_slice(b",\"args\":{\"device\":0,\"stream\":");
+            text::uint(b, tid);
+            b.extend_from_slice(b",\"correlation\":");
+        });
+        let ext = text::Short::<24>::uint(op.map_or(0, |o| o.ext_id));
+        ext.put(&mut self.buf);
+        if op.is_some() {
             self.lit(",\"External id\":");
-            self.num(o.ext_id);
+            ext.put(&mut self.buf);
         }
         if k.flops > 0 {
             self.lit(",\"flops\":");
@@ -332,19 +392,13 @@ impl<W: Write> ChromeWriter<W> {
             self.num(k.bytes);
         }
         self.lit("}}");
-        if let Some(o) = op {
+        if op.is_some() {
             self.sep();
-            let cat = self.flow_cat();
             self.lit("{\"ph\":\"f\",\"bp\":\"e\",\"id\":");
-            self.num(o.ext_id);
-            self.lit(",\"pid\":");
-            self.num(self.tracks.device_pid);
-            self.lit(",\"tid\":");
-            self.num(k.stream as u64);
-            self.lit(",\"ts\":");
+            ext.put(&mut self.buf);
+            self.flow_track(pid, tid);
             self.ts(k.start);
-            self.flow_cat_name(cat);
-            self.lit("}");
+            self.lit(self.flow_tail());
         }
     }
 
@@ -353,7 +407,7 @@ impl<W: Write> ChromeWriter<W> {
             Flavor::Torch => (self.tracks.host_pid, c.thread as u64),
             Flavor::Ascend => (self.tracks.comm_pid, 0),
         };
-        self.complete_head("cpu_op", pid, tid, c.start, c.end);
+        self.complete_head(("cpu_op", piece::CPU_OP), pid, tid, c.start, c.end);
         match self.flavor {
             Flavor::Torch => self.lit("\"record_param_comms\""),
             Flavor::Ascend => self.name(idx, c.name),
