@@ -172,10 +172,11 @@ impl UsCache {
 /// scaled value is rounded in floating point; the result is taken only when the scaled value
 /// is farther from a rounding tie than the multiplication's error bound, so it always equals
 /// the correctly rounded decimal `format!` produces.
+#[inline]
 pub fn fixed(out: &mut Vec<u8>, x: f64, decimals: u32) {
-    let scale = match decimals {
-        3 => 1e3,
-        6 => 1e6,
+    let (scale, p) = match decimals {
+        3 => (1e3, 1000),
+        6 => (1e6, 1_000_000),
         _ => return slow_fixed(out, x, decimals),
     };
     let t = x * scale;
@@ -190,16 +191,19 @@ pub fn fixed(out: &mut Vec<u8>, x: f64, decimals: u32) {
         return slow_fixed(out, x, decimals);
     }
     let r = if frac > 0.5 { floor + 1.0 } else { floor } as u64;
-    let p = 10u64.pow(decimals);
     uint(out, r / p);
-    out.push(b'.');
-    let mut digits = [b'0'; 6];
-    let mut f = r % p;
-    for d in digits[..decimals as usize].iter_mut().rev() {
-        *d = b'0' + (f % 10) as u8;
-        f /= 10;
+    let f = (r % p) as u32;
+    let d3 = |v: u32| {
+        let q = (v % 100) as usize * 2;
+        [b'0' + (v / 100) as u8, PAIRS[q], PAIRS[q + 1]]
+    };
+    if p == 1000 {
+        let [a, b, c] = d3(f);
+        out.extend_from_slice(&[b'.', a, b, c]);
+    } else {
+        let ([a, b, c], [d, e, g]) = (d3(f / 1000), d3(f % 1000));
+        out.extend_from_slice(&[b'.', a, b, c, d, e, g]);
     }
-    out.extend_from_slice(&digits[..decimals as usize]);
 }
 
 #[cold]
