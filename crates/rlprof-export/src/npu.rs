@@ -5,9 +5,13 @@
 //! `profiler_metadata.json` and `ASCEND_PROFILER_OUTPUT/` (built under a `.tmp` name, renamed
 //! when complete). Which files and columns appear follows the level/content matrix of
 //! profiling.md section 3, see [`files_for`] and [`kernel_header`].
+//!
+//! `trace_view.json` (almost nine tenths of the bytes) is formatted and written on its own
+//! thread ([`TraceFeed`]), fed batches of the attributed events, while this thread decodes,
+//! attributes and writes the CSV files; the two outputs depend on nothing of each other.
 
 use crate::analyse::{tmp_name, write_atomic};
-use crate::attrib::{Attributor, Out, RangeInfo};
+use crate::attrib::{Attributor, OpRef, Out, RangeInfo};
 use crate::chrome::{ChromeWriter, Flavor, Tracks};
 use crate::decode::{CommEv, Event, Index, KernelEv, MemEv};
 use crate::dense::{DenseMap, FastMap};
@@ -20,6 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 
 /// Output directory name.
 pub const OUTPUT_DIR: &str = "ASCEND_PROFILER_OUTPUT";
@@ -240,9 +245,113 @@ struct CommOp {
     peer: Option<u16>,
 }
 
+/// One attributed event, owned, for the trace thread; a memory event carries the running
+/// allocation total after it (the trace shows it).
+#[derive(Clone, Copy)]
+enum Item {
+    Range(RangeInfo),
+    Kernel(KernelEv, Option<OpRef>),
+    Other(Event, u64),
+}
+
+/// Events per batch (about 300 KiB: small enough to be read back from cache).
+const BATCH: usize = 2048;
+/// Batches in flight to the trace thread.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+type TraceWriter = ChromeWriter<BufWriter<File>>;
+
+/// The sending side of the trace thread: batches go out full, and come back empty for reuse.
+struct TraceFeed {
+    batch: Vec<Item>,
+    tx: Option<SyncSender<Vec<Item>>>,
+    spare: Receiver<Vec<Item>>,
+}
+
+impl TraceFeed {
+    /// Starts the thread that writes `trace` (within `scope`, as it borrows `idx`).
+    fn start<'s, 'e: 's>(
+        scope: &'s std::thread::Scope<'s, 'e>,
+        idx: &'e Index,
+        trace: TraceWriter,
+    ) -> std::io::Result<(
+        TraceFeed,
+        std::thread::ScopedJoinHandle<'s, std::io::Result<TraceWriter>>,
+    )> {
+        let (tx, rx) = sync_channel(BATCHES_IN_FLIGHT);
+        let (spare_tx, spare) = channel();
+        let worker = std::thread::Builder::new()
+            .name("rlprof-trace".into())
+            .spawn_scoped(scope, move || write_trace(idx, trace, rx, spare_tx))?;
+        let feed = TraceFeed {
+            batch: Vec::with_capacity(BATCH),
+            tx: Some(tx),
+            spare,
+        };
+        Ok((feed, worker))
+    }
+
+    /// Queues one event; false once the thread has stopped (it failed: its join says why).
+    #[inline]
+    fn push(&mut self, o: &Out, allocated: u64) -> bool {
+        self.batch.push(match o {
+            Out::Range(r) => Item::Range(*r),
+            Out::Kernel(k, op) => Item::Kernel(*k, *op),
+            Out::Other(e) => Item::Other(**e, allocated),
+        });
+        self.batch.len() < BATCH || self.send()
+    }
+
+    fn send(&mut self) -> bool {
+        let next = self
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+        let full = std::mem::replace(&mut self.batch, next);
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(full).is_ok());
+        if !sent {
+            self.tx = None;
+        }
+        sent
+    }
+
+    /// Sends what is queued and ends the stream.
+    fn close(&mut self) {
+        if !self.batch.is_empty() {
+            self.send();
+        }
+        self.tx = None;
+    }
+}
+
+/// The trace thread: formats every batch into `trace`, hands the emptied batch back.
+fn write_trace(
+    idx: &Index,
+    mut trace: TraceWriter,
+    batches: Receiver<Vec<Item>>,
+    spare: Sender<Vec<Item>>,
+) -> std::io::Result<TraceWriter> {
+    let mut mem = MemTracker::default();
+    for mut batch in batches {
+        for it in &batch {
+            match it {
+                Item::Range(r) => trace.push(idx, &Out::Range(*r), &mem)?,
+                Item::Kernel(k, op) => trace.push(idx, &Out::Kernel(*k, *op), &mem)?,
+                Item::Other(e, allocated) => {
+                    mem.allocated = *allocated;
+                    trace.push(idx, &Out::Other(e), &mem)?
+                }
+            }
+        }
+        batch.clear();
+        let _ = spare.send(batch);
+    }
+    Ok(trace)
+}
+
 struct Writers {
     out_dir: PathBuf,
-    trace: ChromeWriter<BufWriter<File>>,
+    trace: TraceFeed,
     kernels: Option<CsvOut>,
     mem_record: Option<CsvOut>,
     op_memory: Option<CsvOut>,
@@ -296,11 +405,27 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
     }
     std::fs::create_dir(&tmp).map_err(ExportError::io(&tmp))?;
     let files = files_for(idx.meta.level_rank(), |c| idx.meta.has(c));
-    let mut ex = Exporter::new(idx, &tmp, &files)?;
-    let mut attr = Attributor::default();
-    idx.replay(|ev| attr.push(ev, &mut |o| ex.push(&o)))?;
-    attr.finish(&mut |o| ex.push(&o));
-    ex.finish(&files)?;
+    let trace_path = tmp.join("trace_view.json");
+    let trace = trace_writer(idx, &trace_path)?;
+    std::thread::scope(|scope| {
+        let (feed, worker) =
+            TraceFeed::start(scope, idx, trace).map_err(ExportError::io(&trace_path))?;
+        let ex = Exporter::new(idx, &tmp, &files, feed);
+        let mut ex = match ex {
+            Ok(ex) => ex,
+            Err(e) => return Err(e), // the feed is dropped: the thread ends
+        };
+        let mut attr = Attributor::default();
+        let replayed = idx.replay(|ev| attr.push(ev, &mut |o| ex.push(&o)));
+        attr.finish(&mut |o| ex.push(&o));
+        ex.w.trace.close();
+        let trace = worker
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("trace thread panicked")));
+        replayed?;
+        let trace = trace.map_err(ExportError::io(&trace_path))?;
+        ex.finish(&files, trace)
+    })?;
     if final_dir.exists() {
         std::fs::remove_dir_all(&final_dir).map_err(ExportError::io(&final_dir))?;
     }
@@ -392,27 +517,36 @@ pub fn profiler_metadata(idx: &Index) -> Value {
     })
 }
 
+/// `trace_view.json` opened, with the track metadata written.
+fn trace_writer(idx: &Index, path: &Path) -> Result<TraceWriter, ExportError> {
+    let f = File::create(path).map_err(ExportError::io(path))?;
+    let tracks = Tracks {
+        host_pid: idx.meta.pid as u64,
+        device_pid: 1_000_000 + idx.meta.rank as u64,
+        comm_pid: 2_000_000 + idx.meta.rank as u64,
+    };
+    let mut trace = ChromeWriter::new(
+        BufWriter::with_capacity(1 << 16, f),
+        "[\n",
+        0,
+        Flavor::Ascend,
+        tracks,
+    )
+    .map_err(ExportError::io(path))?;
+    trace.track_metadata(idx);
+    Ok(trace)
+}
+
 impl<'a> Exporter<'a> {
-    fn new(idx: &'a Index, out_dir: &Path, files: &[&str]) -> Result<Self, ExportError> {
+    fn new(
+        idx: &'a Index,
+        out_dir: &Path,
+        files: &[&str],
+        trace: TraceFeed,
+    ) -> Result<Self, ExportError> {
         let level = idx.meta.level_rank();
         let shapes = idx.meta.has("shapes");
         let steps_marked = !idx.steps.is_empty();
-        let path = out_dir.join("trace_view.json");
-        let f = File::create(&path).map_err(ExportError::io(&path))?;
-        let tracks = Tracks {
-            host_pid: idx.meta.pid as u64,
-            device_pid: 1_000_000 + idx.meta.rank as u64,
-            comm_pid: 2_000_000 + idx.meta.rank as u64,
-        };
-        let mut trace = ChromeWriter::new(
-            BufWriter::with_capacity(1 << 16, f),
-            "[\n",
-            0,
-            Flavor::Ascend,
-            tracks,
-        )
-        .map_err(ExportError::io(&path))?;
-        trace.track_metadata(idx);
         let has = |f: &str| files.contains(&f);
         let kernels = if has("kernel_details.csv") {
             Some(CsvOut::create(
@@ -476,17 +610,14 @@ impl<'a> Exporter<'a> {
     }
 
     fn push_inner(&mut self, o: &Out) -> Result<(), ExportError> {
-        let idx = self.idx;
         if let Out::Other(Event::Memory(m)) = o {
             let released = self.mem.apply(m);
             self.memory_rows(m, released)?;
         }
         if self.level >= 0 || !matches!(o, Out::Kernel(..)) {
-            if let Err(source) = self.w.trace.push(idx, o, &self.mem) {
-                return Err(ExportError::Io {
-                    path: self.w.out_dir.join("trace_view.json"),
-                    source,
-                });
+            if !self.w.trace.push(o, self.mem.allocated) {
+                // The trace thread stopped on an error, which its join reports.
+                self.w.trace.batch.clear();
             }
         }
         match o {
@@ -679,7 +810,7 @@ impl<'a> Exporter<'a> {
         w.end_row()
     }
 
-    fn finish(mut self, files: &[&str]) -> Result<(), ExportError> {
+    fn finish(mut self, files: &[&str], mut trace: TraceWriter) -> Result<(), ExportError> {
         if let Some(e) = self.err.take() {
             return Err(e);
         }
@@ -703,23 +834,8 @@ impl<'a> Exporter<'a> {
         {
             w.finish()?;
         }
-        self.w.trace.stream_metadata();
+        trace.stream_metadata();
         let trace_path = dir.join("trace_view.json");
-        let trace = std::mem::replace(
-            &mut self.w.trace,
-            ChromeWriter::new(
-                BufWriter::new(File::create("/dev/null").map_err(csv_err(&trace_path))?),
-                "",
-                0,
-                Flavor::Ascend,
-                Tracks {
-                    host_pid: 0,
-                    device_pid: 0,
-                    comm_pid: 0,
-                },
-            )
-            .map_err(csv_err(&trace_path))?,
-        );
         let mut bw = trace.finish("\n]\n").map_err(csv_err(&trace_path))?;
         std::io::Write::flush(&mut bw).map_err(csv_err(&trace_path))?;
         let has = |f: &str| files.contains(&f);
