@@ -541,3 +541,110 @@ pub fn string_list(out: &mut Vec<u8>, list: &str) {
     }
     out.push(b']');
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attrib::Attributor;
+    use rlprof_profiler::raw::RawWriter;
+    use rlprof_profiler::record::{Kind, Record};
+
+    fn rec(ts: u64, a: u64, name: u32, kind: Kind, cat: u8, aux: u16) -> Record {
+        Record {
+            ts,
+            a,
+            name,
+            kind: kind as u8,
+            cat,
+            aux,
+        }
+    }
+
+    /// Many threads and streams, so that cached track pieces collide in their slots and are
+    /// replaced: every event must still carry its own pid, tid and category.
+    #[test]
+    fn cached_track_pieces_follow_every_track() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rank_0.rlraw");
+        let mut w = RawWriter::create(&path).unwrap();
+        w.write_meta(&serde_json::json!({"tool": "npu", "level": "level1", "rank": 0, "pid": 77}))
+            .unwrap();
+        w.write_strings([(1, "op"), (2, "k")]).unwrap();
+        let cats = [
+            RangeCat::Op,
+            RangeCat::Api,
+            RangeCat::Runtime,
+            RangeCat::User,
+        ];
+        for round in 0..3u64 {
+            for t in 0..700u32 {
+                let t0 = round * 1_000_000 + t as u64 * 100;
+                let cat = cats[(t as usize + round as usize) % cats.len()] as u8;
+                w.write_records(
+                    t,
+                    &[
+                        rec(t0 + 1, t0 + 5, 2, Kind::Kernel, 0, (t % 300) as u16),
+                        rec(t0, t0 + 10, 1, Kind::Range, cat, 0),
+                        rec(0, 0, 0, Kind::Ext, 0, 0),
+                    ],
+                )
+                .unwrap();
+            }
+        }
+        drop(w);
+        let idx = Index::build(&path).unwrap();
+        let tracks = Tracks {
+            host_pid: 77,
+            device_pid: 1_000_000,
+            comm_pid: 2_000_000,
+        };
+        let mut cw = ChromeWriter::new(Vec::new(), "[", 0, Flavor::Ascend, tracks).unwrap();
+        let mem = MemTracker::default();
+        let mut attr = Attributor::default();
+        let mut expect = Vec::new();
+        let mut push = |o: Out, cw: &mut ChromeWriter<Vec<u8>>| {
+            match &o {
+                Out::Range(r) => expect.push((r.r.thread as u64, r.r.cat, r.ext_id)),
+                Out::Kernel(k, op) => expect.push((k.stream as u64, 0, op.map_or(0, |o| o.ext_id))),
+                Out::Other(_) => {}
+            }
+            cw.push(&idx, &o, &mem).unwrap();
+        };
+        idx.replay(|e| attr.push(e, &mut |o| push(o, &mut cw)))
+            .unwrap();
+        attr.finish(&mut |o| push(o, &mut cw));
+        let text = cw.finish("]").unwrap();
+        let evs: Vec<serde_json::Value> = serde_json::from_slice(&text).unwrap();
+        let mut xs = evs.iter().filter(|e| e["ph"] == "X");
+        let mut flows = 0;
+        for (tid, cat, ext) in &expect {
+            let e = xs.next().unwrap();
+            assert_eq!(e["tid"], *tid, "{e}");
+            if *cat == 0 {
+                assert_eq!(
+                    (&e["pid"], &e["cat"]),
+                    (&1_000_000.into(), &"kernel".into())
+                );
+                assert_eq!(e["args"]["stream"], *tid);
+                assert_eq!(e["args"]["correlation"], *ext);
+            } else {
+                let want = match RangeCat::from_u8(*cat).unwrap() {
+                    RangeCat::Op => "cpu_op",
+                    RangeCat::Api => "api",
+                    RangeCat::Runtime => "runtime",
+                    _ => "user_annotation",
+                };
+                assert_eq!((&e["pid"], &e["cat"]), (&77.into(), &want.into()), "{e}");
+            }
+        }
+        assert!(xs.next().is_none());
+        for f in evs.iter().filter(|e| e["ph"] == "s" || e["ph"] == "f") {
+            let pid = if f["ph"] == "s" { 77 } else { 1_000_000 };
+            assert_eq!(f["pid"], pid);
+            flows += 1;
+        }
+        // One op per thread and round carries a kernel (the ops category).
+        let ops = expect.iter().filter(|e| e.1 == RangeCat::Op as u8).count();
+        assert_eq!(flows, 2 * ops);
+    }
+}
