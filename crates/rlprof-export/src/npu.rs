@@ -614,11 +614,11 @@ impl<'a> Exporter<'a> {
             let released = self.mem.apply(m);
             self.memory_rows(m, released)?;
         }
-        if self.level >= 0 || !matches!(o, Out::Kernel(..)) {
-            if !self.w.trace.push(o, self.mem.allocated) {
-                // The trace thread stopped on an error, which its join reports.
-                self.w.trace.batch.clear();
-            }
+        // false: the trace thread stopped on an error, which its join reports.
+        if (self.level >= 0 || !matches!(o, Out::Kernel(..)))
+            && !self.w.trace.push(o, self.mem.allocated)
+        {
+            self.w.trace.batch.clear();
         }
         match o {
             Out::Range(r) => self.range(r),
