@@ -454,30 +454,32 @@ fn count(
 ) {
     let (recs, _) = body.as_chunks::<RECORD_SIZE>();
     c.records += recs.len() as u64;
-    // by_kind[k] for kind bytes 1..=7; every other value lands in slot 0 (not counted).
-    let mut by_kind = [0u64; 8];
+    // Kind and category bytes of each record as one u16 (kind in the low byte); the rare
+    // step ranges and collectives are handled in a branch, everything else only counted.
+    let step = u16::from_le_bytes([Kind::Range as u8, RangeCat::Step as u8]);
+    let mut by_kind = [0u32; 256];
     let mut ops = 0u64;
     for b in recs {
-        let (kind, cat) = (b[20], b[21]);
-        by_kind[if kind < 8 { kind as usize } else { 0 }] += 1;
-        let range = kind == Kind::Range as u8;
-        ops += (range & (cat == RangeCat::Op as u8)) as u64;
-        if (range & (cat == RangeCat::Step as u8)) | (kind == Kind::Comm as u8) {
+        let kc = u16::from_le_bytes([b[20], b[21]]);
+        by_kind[(kc & 0xff) as usize] += 1;
+        ops += (kc == u16::from_le_bytes([Kind::Range as u8, RangeCat::Op as u8])) as u64;
+        if kc == step || (kc & 0xff) == Kind::Comm as u16 {
             let r = Record::from_bytes(b);
-            if range {
+            if kc == step {
                 steps.push((r.name, r.ts, r.a));
             } else {
                 comms.push((r.ts, r.a));
             }
         }
     }
-    c.ranges += by_kind[Kind::Range as usize];
+    let n = |k: Kind| by_kind[k as usize] as u64;
+    c.ranges += n(Kind::Range);
     c.ops += ops;
-    c.kernels += by_kind[Kind::Kernel as usize];
-    c.memory += by_kind[Kind::Memory as usize];
-    c.comms += by_kind[Kind::Comm as usize];
-    c.instants += by_kind[Kind::Instant as usize];
-    c.counters += by_kind[Kind::Counter as usize];
+    c.kernels += n(Kind::Kernel);
+    c.memory += n(Kind::Memory);
+    c.comms += n(Kind::Comm);
+    c.instants += n(Kind::Instant);
+    c.counters += n(Kind::Counter);
 }
 
 /// `ProfilerStep#12` -> 12 (0 when the name has no number).
