@@ -5,7 +5,7 @@
 //! to its JSON text once per id, and times are microseconds with 3 decimals relative to a base,
 //! so a trace of millions of events is written at disk speed with bounded memory.
 
-use crate::attrib::{OpRef, Out, RangeInfo};
+use crate::attrib::{Out, RangeInfo};
 use crate::decode::{CommEv, Event, Index, KernelEv, MemEv};
 use crate::dense::DenseMap;
 use crate::memory::MemTracker;
@@ -259,7 +259,7 @@ impl<W: Write> ChromeWriter<W> {
     pub fn push(&mut self, idx: &Index, out: &Out, mem: &MemTracker) -> std::io::Result<()> {
         match out {
             Out::Range(r) => self.range(idx, r),
-            Out::Kernel(k, op) => self.kernel(idx, k, op.as_ref()),
+            Out::Kernel(k, op) => self.kernel(idx, k, op.map(|o| o.ext_id)),
             Out::Other(Event::Comm(c)) => self.comm(idx, c),
             Out::Other(Event::Memory(m)) => self.memory(m, mem),
             Out::Other(Event::Instant(t, ts, name, v)) => self.instant(idx, *t, *ts, *name, *v),
@@ -367,7 +367,19 @@ impl<W: Write> ChromeWriter<W> {
         }
     }
 
-    fn kernel(&mut self, idx: &Index, k: &KernelEv, op: Option<&OpRef>) {
+    /// Writes one kernel with the external id of the op that issued it (what [`Self::push`]
+    /// writes for `Out::Kernel`, for callers that keep only the id).
+    pub fn push_kernel(
+        &mut self,
+        idx: &Index,
+        k: &KernelEv,
+        ext_id: Option<u64>,
+    ) -> std::io::Result<()> {
+        self.kernel(idx, k, ext_id);
+        self.maybe_flush()
+    }
+
+    fn kernel(&mut self, idx: &Index, k: &KernelEv, op: Option<u64>) {
         self.streams.insert(k.stream);
         let (pid, tid) = (self.tracks.device_pid, k.stream as u64);
         self.complete_head(("kernel", piece::KERNEL), pid, tid, k.start, k.end);
@@ -377,7 +389,7 @@ impl<W: Write> ChromeWriter<W> {
             text::uint(b, tid);
             b.extend_from_slice(b",\"correlation\":");
         });
-        let ext = text::Short::<24>::uint(op.map_or(0, |o| o.ext_id));
+        let ext = text::Short::<24>::uint(op.unwrap_or(0));
         ext.put(&mut self.buf);
         if op.is_some() {
             self.lit(",\"External id\":");

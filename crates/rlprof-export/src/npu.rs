@@ -11,7 +11,7 @@
 //! attributes and writes the CSV files; the two outputs depend on nothing of each other.
 
 use crate::analyse::{tmp_name, write_atomic};
-use crate::attrib::{Attributor, OpRef, Out, RangeInfo};
+use crate::attrib::{Attributor, Out, RangeInfo};
 use crate::chrome::{ChromeWriter, Flavor, Tracks};
 use crate::decode::{CommEv, Event, Index, KernelEv, MemEv};
 use crate::dense::{DenseMap, FastMap};
@@ -250,11 +250,12 @@ struct CommOp {
 #[derive(Clone, Copy)]
 enum Item {
     Range(RangeInfo),
-    Kernel(KernelEv, Option<OpRef>),
+    /// A kernel with the external id of its op (all the trace shows of the op).
+    Kernel(KernelEv, Option<u64>),
     Other(Event, u64),
 }
 
-/// Events per batch (about 300 KiB: small enough to be read back from cache).
+/// Events per batch (a few hundred KiB: small enough to be read back from cache).
 const BATCH: usize = 2048;
 /// Batches in flight to the trace thread.
 const BATCHES_IN_FLIGHT: usize = 4;
@@ -296,7 +297,7 @@ impl TraceFeed {
     fn push(&mut self, o: &Out, allocated: u64) -> bool {
         self.batch.push(match o {
             Out::Range(r) => Item::Range(*r),
-            Out::Kernel(k, op) => Item::Kernel(*k, *op),
+            Out::Kernel(k, op) => Item::Kernel(*k, op.map(|o| o.ext_id)),
             Out::Other(e) => Item::Other(**e, allocated),
         });
         self.batch.len() < BATCH || self.send()
@@ -336,7 +337,7 @@ fn write_trace(
         for it in &batch {
             match it {
                 Item::Range(r) => trace.push(idx, &Out::Range(*r), &mem)?,
-                Item::Kernel(k, op) => trace.push(idx, &Out::Kernel(*k, *op), &mem)?,
+                Item::Kernel(k, ext) => trace.push_kernel(idx, k, *ext)?,
                 Item::Other(e, allocated) => {
                     mem.allocated = *allocated;
                     trace.push(idx, &Out::Other(e), &mem)?

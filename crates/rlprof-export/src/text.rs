@@ -123,46 +123,45 @@ pub fn us3(out: &mut Vec<u8>, ns: u64) {
 /// [`us3`] for timestamps that share their leading digits: the digits above the last six of
 /// the microsecond part are formatted once and reused while they stay the same (absolute
 /// timestamps of one collection differ only in their low digits).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UsCache {
+    /// `ns / 10^9` whose text is `text` (`u64::MAX`: none yet).
     high: u64,
-    text: Option<Short<24>>,
+    text: Short<24>,
+}
+
+impl Default for UsCache {
+    fn default() -> Self {
+        UsCache {
+            high: u64::MAX,
+            text: Short::uint(0),
+        }
+    }
 }
 
 impl UsCache {
     /// Appends `ns` exactly as [`us3`] does.
     #[inline]
     pub fn us3(&mut self, out: &mut Vec<u8>, ns: u64) {
-        let us = ns / 1000;
-        let high = us / 1_000_000;
+        // The microsecond text is `ns / 10^9` followed by the 6 digits of the microseconds
+        // within that second (zero-padded), then `.` and the last 3 digits.
+        let high = ns / 1_000_000_000;
         if high == 0 {
             return us3(out, ns);
         }
-        let text = match self.text {
-            Some(t) if self.high == high => t,
-            _ => {
-                let t = Short::uint(high);
-                self.high = high;
-                self.text = Some(t);
-                t
-            }
+        if high != self.high {
+            self.high = high;
+            self.text = Short::uint(high);
+        }
+        self.text.put(out);
+        let low = (ns - high * 1_000_000_000) as u32;
+        let (a, b, c) = (low / 1_000_000, low / 1000 % 1000, low % 1000);
+        let d = |v: u32| {
+            let p = (v % 100) as usize * 2;
+            [b'0' + (v / 100) as u8, PAIRS[p], PAIRS[p + 1]]
         };
-        text.put(out);
-        let (lo, f) = ((us % 1_000_000) as u32, (ns % 1000) as u32);
-        let (hi, lo) = ((lo / 1000) as usize, (lo % 1000) as usize);
-        let (a, b, c) = (hi % 100 * 2, lo % 100 * 2, (f % 100) as usize * 2);
-        out.extend_from_slice(&[
-            b'0' + (hi / 100) as u8,
-            PAIRS[a],
-            PAIRS[a + 1],
-            b'0' + (lo / 100) as u8,
-            PAIRS[b],
-            PAIRS[b + 1],
-            b'.',
-            b'0' + (f / 100) as u8,
-            PAIRS[c],
-            PAIRS[c + 1],
-        ]);
+        let ([a0, a1, a2], [b0, b1, b2], [c0, c1, c2]) = (d(a), d(b), d(c));
+        out.extend_from_slice(&[a0, a1, a2, b0, b1, b2, b'.', c0, c1, c2]);
     }
 }
 
