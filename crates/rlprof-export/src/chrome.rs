@@ -2,8 +2,10 @@
 //!
 //! Events are formatted by hand into a reusable byte buffer (no per-event JSON tree, no
 //! `format!`), every interned string (names, shapes as `Input Dims`, dtype lists) is converted
-//! to its JSON text once per id, and times are microseconds with 3 decimals relative to a base,
-//! so a trace of millions of events is written at disk speed with bounded memory.
+//! to its JSON text once per id, the text that depends only on an event's kind and track (pid,
+//! tid) is formatted once per track and reused, and times are microseconds with 3 decimals
+//! relative to a base, so a trace of millions of events is written at disk speed with bounded
+//! memory.
 
 use crate::attrib::{Out, RangeInfo};
 use crate::decode::{CommEv, Event, Index, KernelEv, MemEv};

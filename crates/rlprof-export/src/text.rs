@@ -4,6 +4,8 @@
 //! Each function produces exactly the text of the `format!` it replaces (`{}`, `{:.N}`, the
 //! `csv` crate's necessary-quotes rule); [`fixed`] falls back to `format!` whenever a shortcut
 //! could round differently, and the tests compare every function with its `format!` twin.
+//! Short texts are appended with fixed-size copies ([`Short`]), not variable-length `memcpy`
+//! calls.
 
 use std::io::Write as _;
 
