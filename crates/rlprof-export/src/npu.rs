@@ -7,7 +7,7 @@
 //! profiling.md section 3, see [`files_for`] and [`kernel_header`].
 //!
 //! `trace_view.json` (almost nine tenths of the bytes) is formatted and written on its own
-//! thread ([`TraceFeed`]), fed batches of the attributed events, while this thread decodes,
+//! thread (`TraceFeed`), fed batches of the attributed events, while this thread decodes,
 //! attributes and writes the CSV files; the two outputs depend on nothing of each other.
 
 use crate::analyse::{tmp_name, write_atomic};
