@@ -208,6 +208,8 @@ fn main() {
         );
     }
     if decode_only {
+        // The raw data alone is ~48 bytes per event (on tmpfs: memory) and goes too.
+        let _ = std::fs::remove_dir_all(&tmp);
         return;
     }
     let sizes = file_sizes(&coll.join("ASCEND_PROFILER_OUTPUT"));
