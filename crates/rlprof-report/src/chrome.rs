@@ -452,14 +452,43 @@ struct RawEvent<'a> {
     ts: Option<&'a str>,
     dur: Option<&'a str>,
     args: Option<&'a str>,
+    /// `name` when it is a string.
+    name_str: Option<RawStr<'a>>,
+    /// Whether `args` is an object whose members were put in the chunk's `members`.
+    args_members: bool,
 }
+
+/// An object's members: decoded key, value text.
+type Members<'a> = Vec<(Cow<'a, str>, &'a str)>;
 
 /// Field names in declaration order (an event may also be written as an array of them).
 const FIELDS: [&str; 8] = ["ph", "name", "cat", "pid", "tid", "ts", "dur", "args"];
 
+/// The index of a field name in [`FIELDS`].
+#[inline]
+fn field_index(k: &str) -> Option<usize> {
+    Some(match k {
+        "ph" => 0,
+        "name" => 1,
+        "cat" => 2,
+        "pid" => 3,
+        "tid" => 4,
+        "ts" => 5,
+        "dur" => 6,
+        "args" => 7,
+        _ => return None,
+    })
+}
+
 impl<'a> RawEvent<'a> {
-    /// Reads the field `i` of [`FIELDS`].
-    fn field(&mut self, r: &mut Reader<'a>, i: usize, open: u32) -> json::Result<()> {
+    /// Reads the field `i` of [`FIELDS`]; an object `args` has its members put in `members`.
+    fn field(
+        &mut self,
+        r: &mut Reader<'a>,
+        i: usize,
+        open: u32,
+        members: &mut Members<'a>,
+    ) -> json::Result<()> {
         if i == 0 || i == 2 {
             let v = if r.null()? {
                 None
@@ -475,24 +504,65 @@ impl<'a> RawEvent<'a> {
             }
             return Ok(());
         }
-        let v = if r.null()? {
-            None
-        } else {
-            Some(r.value(open)?)
+        if r.null()? {
+            return Ok(());
+        }
+        let start = r.pos;
+        // The common shapes directly; anything else through the general value reader.
+        let v = match r.peek() {
+            Some(b'"') => {
+                let s = r.string()?;
+                if i == 1 {
+                    self.name_str = Some(s);
+                }
+                &r.text()[start..r.pos]
+            }
+            Some(b'-' | b'0'..=b'9') => r.number()?,
+            Some(b'{') if i == 7 => {
+                r.open(open)?;
+                r.pos += 1;
+                members.clear();
+                self.args_members = true;
+                r.ws();
+                if r.peek() == Some(b'}') {
+                    r.pos += 1;
+                } else {
+                    loop {
+                        let k = r.key()?;
+                        let v = r.value(open + 1)?;
+                        members.push((k.text(), v));
+                        r.ws();
+                        match r.peek() {
+                            Some(b',') => r.pos += 1,
+                            Some(b'}') => {
+                                r.pos += 1;
+                                break;
+                            }
+                            _ => return Err(r.err("expected `,` or `}`")),
+                        }
+                    }
+                }
+                &r.text()[start..r.pos]
+            }
+            _ => r.value(open)?,
         };
         match i {
-            1 => self.name = v,
-            3 => self.pid = v,
-            4 => self.tid = v,
-            5 => self.ts = v,
-            6 => self.dur = v,
-            _ => self.args = v,
+            1 => self.name = Some(v),
+            3 => self.pid = Some(v),
+            4 => self.tid = Some(v),
+            5 => self.ts = Some(v),
+            6 => self.dur = Some(v),
+            _ => self.args = Some(v),
         }
         Ok(())
     }
 
     /// Reads one event (an object, or an array of the fields in order) inside `open` containers.
-    fn read(r: &mut Reader<'a>, open: u32) -> json::Result<RawEvent<'a>> {
+    fn read(
+        r: &mut Reader<'a>,
+        open: u32,
+        members: &mut Members<'a>,
+    ) -> json::Result<RawEvent<'a>> {
         let mut ev = RawEvent::default();
         r.ws();
         match r.peek() {
@@ -509,10 +579,9 @@ impl<'a> RawEvent<'a> {
                     let key_at = r.pos;
                     let key = r.key()?;
                     let i = if key.escaped {
-                        let k = key.text();
-                        FIELDS.iter().position(|f| *f == k)
+                        field_index(&key.text())
                     } else {
-                        FIELDS.iter().position(|f| *f == key.raw)
+                        field_index(key.raw)
                     };
                     match i {
                         Some(i) => {
@@ -521,7 +590,7 @@ impl<'a> RawEvent<'a> {
                                 return Err(r.err("duplicate field"));
                             }
                             seen |= 1 << i;
-                            ev.field(r, i, open + 1)?;
+                            ev.field(r, i, open + 1, members)?;
                         }
                         None => {
                             r.value(open + 1)?;
@@ -552,7 +621,7 @@ impl<'a> RawEvent<'a> {
                     if i == FIELDS.len() {
                         return Err(r.err("invalid length: an event has 8 fields"));
                     }
-                    ev.field(r, i, open + 1)?;
+                    ev.field(r, i, open + 1, members)?;
                     i += 1;
                     r.ws();
                     match r.peek() {
@@ -636,7 +705,7 @@ impl<'a> Chunk<'a> {
         };
         let mut r = Reader::new(text, start);
         loop {
-            match RawEvent::read(&mut r, open) {
+            match RawEvent::read(&mut r, open, &mut c.members) {
                 Ok(ev) => {
                     c.count += 1;
                     if c.count > cap {
@@ -714,7 +783,10 @@ impl<'a> Chunk<'a> {
 
     /// Takes one event.
     fn push(&mut self, ev: RawEvent<'a>) {
-        let name = ev.name.map(json::value_text).unwrap_or_default();
+        let name = match ev.name_str {
+            Some(s) => s.text(),
+            None => ev.name.map(json::value_text).unwrap_or_default(),
+        };
         let ph = ev.ph.map(|s| s.text());
         match ph.as_deref().unwrap_or("") {
             "X" => {
@@ -728,7 +800,11 @@ impl<'a> Chunk<'a> {
                 }
                 let detail = match ev.args {
                     Some(a) => {
-                        let d = detail_of(track, a, &mut self.members);
+                        let d = if ev.args_members {
+                            detail_from_members(track, a.len(), &mut self.members)
+                        } else {
+                            detail_of(track, a, &mut self.members)
+                        };
                         if d == Detail::default() {
                             NONE
                         } else {
@@ -783,15 +859,17 @@ impl<'a> Chunk<'a> {
                 });
             }
             "M" => {
-                let Some(args) = ev.args.filter(|a| a.starts_with('{')) else {
+                if !ev.args_members {
                     return;
-                };
+                }
                 let (mut label_name, mut labels) = (None, None);
-                let _ = Reader::new(args, 0).members(|k, v| match k.text().as_ref() {
-                    "name" => label_name = Some(v),
-                    "labels" => labels = Some(v),
-                    _ => {}
-                });
+                for (k, v) in &self.members {
+                    match k.as_ref() {
+                        "name" => label_name = Some(*v),
+                        "labels" => labels = Some(*v),
+                        _ => {}
+                    }
+                }
                 let Some(label) = label_name.or(labels) else {
                     return;
                 };
@@ -1033,28 +1111,30 @@ impl<R: Read> Read for Capped<R> {
     }
 }
 
-/// Sets each memory event's op to the innermost host op open on its thread at that time.
+/// Sets each memory event's op to the innermost host op open on its thread at that time
+/// (the lookups run in parallel).
 fn attribute_memory(p: &mut Profile, mem_thread: &[u32]) {
-    let mut ops: HashMap<u32, Vec<(i64, i64, u32)>> = HashMap::new();
+    let mut ops: FxHashMap<u32, Vec<(i64, i64, u32)>> = FxHashMap::default();
     for e in p.events.iter().filter(|e| e.track == Track::Op) {
         ops.entry(e.thread)
             .or_default()
             .push((e.start, e.end(), e.name));
     }
-    for v in ops.values_mut() {
-        v.sort_unstable();
-    }
-    for (m, t) in p.memory.iter_mut().zip(mem_thread) {
-        let Some(v) = ops.get(t) else { continue };
-        let i = v.partition_point(|o| o.0 <= m.t);
-        m.op = v[..i]
-            .iter()
-            .rev()
-            .take(256)
-            .find(|o| o.1 >= m.t)
-            .map(|o| o.2)
-            .unwrap_or(NONE);
-    }
+    ops.par_iter_mut().for_each(|(_, v)| v.sort_unstable());
+    p.memory
+        .par_iter_mut()
+        .zip(mem_thread.par_iter())
+        .for_each(|(m, t)| {
+            let Some(v) = ops.get(t) else { return };
+            let i = v.partition_point(|o| o.0 <= m.t);
+            m.op = v[..i]
+                .iter()
+                .rev()
+                .take(256)
+                .find(|o| o.1 >= m.t)
+                .map(|o| o.2)
+                .unwrap_or(NONE);
+        });
 }
 
 /// Track of an event from its category and name.
@@ -1146,6 +1226,11 @@ fn detail_of<'a>(
             .map(|v| detail_of_value(track, v))
             .unwrap_or_default();
     }
+    detail_from_members(track, args.len(), members)
+}
+
+/// [`detail_of`] on the members of an `args` object (`len`: its text's length).
+fn detail_from_members<'a>(track: Track, len: usize, members: &mut Members<'a>) -> Detail {
     members.sort_by(|a, b| a.0.cmp(&b.0));
     // Of equal keys the last one written wins, as in a map.
     members.dedup_by(|later, kept| {
@@ -1155,33 +1240,40 @@ fn detail_of<'a>(
         }
         same
     });
-    let find =
-        |m: &[(Cow<'a, str>, &'a str)], k: &str| m.binary_search_by(|e| e.0.as_ref().cmp(k)).ok();
+    let mut d = Detail::default();
+    let (mut nelems, mut dtype, mut group) = (None, None, None);
     let mut taken = 0;
-    let mut take = |k: &str| {
-        find(members, k).map(|i| {
-            taken += 1;
-            clip(json::value_text(members[i].1).into_owned())
-        })
-    };
-    let mut d = Detail {
-        shapes: take("Input Dims"),
-        dtypes: take("Input type"),
-        stack: take("Call stack"),
-        module: take("Module Hierarchy"),
-        ..Detail::default()
-    };
+    for (k, v) in members.iter() {
+        let slot = match k.as_ref() {
+            "Input Dims" => &mut d.shapes,
+            "Input type" => &mut d.dtypes,
+            "Call stack" => &mut d.stack,
+            "Module Hierarchy" => &mut d.module,
+            "In msg nelems" => {
+                nelems = Some(*v);
+                continue;
+            }
+            "dtype" => {
+                dtype = Some(*v);
+                continue;
+            }
+            "Process Group Name" => {
+                group = Some(*v);
+                continue;
+            }
+            _ => continue,
+        };
+        *slot = Some(clip(json::value_text(v).into_owned()));
+        taken += 1;
+    }
     if track == Track::Comm {
-        let get = |k: &str| find(members, k).map(|i| members[i].1);
-        let n = get("In msg nelems").and_then(json::value_i64);
-        let size = get("dtype")
-            .map(json::value_text)
-            .and_then(|t| dtype_size(&t));
+        let n = nelems.and_then(json::value_i64);
+        let size = dtype.map(json::value_text).and_then(|t| dtype_size(&t));
         d.bytes = n.zip(size).map(|(n, s)| n.max(0) as u64 * s);
-        d.group = get("Process Group Name").map(|v| json::value_text(v).into_owned());
+        d.group = group.map(|v| json::value_text(v).into_owned());
     }
     if members.len() > taken {
-        let mut s = String::with_capacity(args.len());
+        let mut s = String::with_capacity(len);
         s.push('{');
         for (k, v) in members.iter() {
             if matches!(

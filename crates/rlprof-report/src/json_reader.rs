@@ -50,6 +50,7 @@ pub(crate) struct RawStr<'a> {
 
 impl<'a> RawStr<'a> {
     /// The decoded string (borrowed when it holds no escape).
+    #[inline]
     pub fn text(&self) -> Cow<'a, str> {
         if self.escaped {
             Cow::Owned(unescape(self.raw))
@@ -94,7 +95,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Skips JSON whitespace.
-    #[inline]
+    #[inline(always)]
     pub fn ws(&mut self) {
         while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.b.get(self.pos) {
             self.pos += 1;
@@ -102,13 +103,13 @@ impl<'a> Reader<'a> {
     }
 
     /// The byte at the cursor.
-    #[inline]
+    #[inline(always)]
     pub fn peek(&self) -> Option<u8> {
         self.b.get(self.pos).copied()
     }
 
     /// Consumes `c` (no whitespace skipped) or fails with `what`.
-    #[inline]
+    #[inline(always)]
     pub fn eat(&mut self, c: u8, what: &'static str) -> Result<()> {
         if self.peek() == Some(c) {
             self.pos += 1;
@@ -127,7 +128,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Checks that one more container may open inside `open` open ones.
-    #[inline]
+    #[inline(always)]
     pub fn open(&self, open: u32) -> Result<()> {
         if open + 1 >= MAX_DEPTH {
             Err(Error {
@@ -140,7 +141,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a string; the cursor is at its opening quote.
-    #[inline]
+    #[inline(always)]
     pub fn string(&mut self) -> Result<RawStr<'a>> {
         self.eat(b'"', "expected a string")?;
         let start = self.pos;
@@ -228,6 +229,7 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
+    #[inline(always)]
     fn digits(&mut self) -> usize {
         let start = self.pos;
         while let Some(b'0'..=b'9') = self.peek() {
@@ -237,6 +239,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a number; the cursor is at its first byte.
+    #[inline(always)]
     pub fn number(&mut self) -> Result<&'a str> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
@@ -291,7 +294,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads `null` if it is next (after whitespace).
-    #[inline]
+    #[inline(always)]
     pub fn null(&mut self) -> Result<bool> {
         self.ws();
         if self.peek() == Some(b'n') {
@@ -303,7 +306,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads an object key and its colon (whitespace before both skipped).
-    #[inline]
+    #[inline(always)]
     pub fn key(&mut self) -> Result<RawStr<'a>> {
         self.ws();
         if self.peek() != Some(b'"') {
@@ -316,9 +319,22 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads and validates one value inside `open` open containers; returns its text.
+    #[inline]
     pub fn value(&mut self, open: u32) -> Result<&'a str> {
         self.ws();
         let start = self.pos;
+        match self.peek() {
+            Some(b'"') => {
+                self.string()?;
+                Ok(&self.text[start..self.pos])
+            }
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => self.nested_value(open, start),
+        }
+    }
+
+    /// [`Reader::value`] for containers and literals.
+    fn nested_value(&mut self, open: u32, start: usize) -> Result<&'a str> {
         // Bit i set: the i-th container opened inside this value is an array.
         let mut arrays: u128 = 0;
         let mut n: u32 = 0;
