@@ -461,6 +461,18 @@ struct RawEvent<'a> {
 /// An object's members: decoded key, value text.
 type Members<'a> = Vec<(Cow<'a, str>, &'a str)>;
 
+/// Compact text of array values already seen (shapes and dtype lists repeat across events).
+type Cache<'a> = FxHashMap<&'a str, String>;
+
+/// [`json::compact`] of `v`, remembered.
+fn compact_cached<'c, 'a>(v: &'a str, cache: &'c mut Cache<'a>) -> &'c str {
+    cache.entry(v).or_insert_with(|| {
+        let mut s = String::new();
+        json::compact(v, &mut s);
+        s
+    })
+}
+
 /// Field names in declaration order (an event may also be written as an array of them).
 const FIELDS: [&str; 8] = ["ph", "name", "cat", "pid", "tid", "ts", "dur", "args"];
 
@@ -676,7 +688,8 @@ struct Chunk<'a> {
     /// Specials with the number of events pushed before each.
     specials: Vec<(usize, Special<'a>)>,
     steps: Vec<u64>,
-    members: Vec<(Cow<'a, str>, &'a str)>,
+    members: Members<'a>,
+    cache: Cache<'a>,
 }
 
 impl<'a> Chunk<'a> {
@@ -702,6 +715,7 @@ impl<'a> Chunk<'a> {
             specials: Vec::new(),
             steps: Vec::new(),
             members: Vec::new(),
+            cache: Cache::default(),
         };
         let mut r = Reader::new(text, start);
         loop {
@@ -801,9 +815,9 @@ impl<'a> Chunk<'a> {
                 let detail = match ev.args {
                     Some(a) => {
                         let d = if ev.args_members {
-                            detail_from_members(track, a.len(), &mut self.members)
+                            detail_from_members(track, a.len(), &mut self.members, &mut self.cache)
                         } else {
-                            detail_of(track, a, &mut self.members)
+                            detail_of(track, a, &mut self.members, &mut self.cache)
                         };
                         if d == Detail::default() {
                             NONE
@@ -908,7 +922,8 @@ struct State<'a> {
     steps: Vec<u64>,
     base_ns: Option<u64>,
     dist_rank: Option<u32>,
-    members: Vec<(Cow<'a, str>, &'a str)>,
+    members: Members<'a>,
+    cache: Cache<'a>,
 }
 
 impl<'a> State<'a> {
@@ -992,7 +1007,7 @@ impl<'a> State<'a> {
             self.steps.extend(step_number(p.str(name)));
         }
         let detail = args
-            .map(|a| detail_of(track, a, &mut self.members))
+            .map(|a| detail_of(track, a, &mut self.members, &mut self.cache))
             .filter(|d| *d != Detail::default())
             .map(|d| p.add_detail(d))
             .unwrap_or(NONE);
@@ -1167,8 +1182,10 @@ pub fn classify(cat: Option<&str>, name: &str) -> Track {
 
 /// NCCL/HCCL collectives by name.
 fn is_comm_name(name: &str) -> bool {
-    let l = name.to_ascii_lowercase();
-    l.starts_with("nccl") || l.starts_with("hcom") || l.contains("allreduce")
+    // Case-insensitive without lower-casing a copy (this runs for every kernel).
+    let b = name.as_bytes();
+    let starts = |p: &[u8]| b.len() >= p.len() && b[..p.len()].eq_ignore_ascii_case(p);
+    starts(b"nccl") || starts(b"hcom") || b.windows(9).any(|w| w.eq_ignore_ascii_case(b"allreduce"))
 }
 
 /// [`detail_of`] on a parsed value (the reference the raw-text path is tested against).
@@ -1208,7 +1225,8 @@ fn detail_of_value(track: Track, args: serde_json::Value) -> Detail {
 fn detail_of<'a>(
     track: Track,
     args: &'a str,
-    members: &mut Vec<(Cow<'a, str>, &'a str)>,
+    members: &mut Members<'a>,
+    cache: &mut Cache<'a>,
 ) -> Detail {
     if !args.starts_with('{') {
         return Detail {
@@ -1226,11 +1244,19 @@ fn detail_of<'a>(
             .map(|v| detail_of_value(track, v))
             .unwrap_or_default();
     }
-    detail_from_members(track, args.len(), members)
+    detail_from_members(track, args.len(), members, cache)
 }
 
 /// [`detail_of`] on the members of an `args` object (`len`: its text's length).
-fn detail_from_members<'a>(track: Track, len: usize, members: &mut Members<'a>) -> Detail {
+fn detail_from_members<'a>(
+    track: Track,
+    len: usize,
+    members: &mut Members<'a>,
+    cache: &mut Cache<'a>,
+) -> Detail {
+    if cache.len() > 4096 {
+        cache.clear();
+    }
     members.sort_by(|a, b| a.0.cmp(&b.0));
     // Of equal keys the last one written wins, as in a map.
     members.dedup_by(|later, kept| {
@@ -1263,7 +1289,11 @@ fn detail_from_members<'a>(track: Track, len: usize, members: &mut Members<'a>) 
             }
             _ => continue,
         };
-        *slot = Some(clip(json::value_text(v).into_owned()));
+        *slot = Some(clip(if v.starts_with('[') {
+            compact_cached(v, cache).to_string()
+        } else {
+            json::value_text(v).into_owned()
+        }));
         taken += 1;
     }
     if track == Track::Comm {
@@ -1293,7 +1323,11 @@ fn detail_from_members<'a>(track: Track, len: usize, members: &mut Members<'a>) 
                 s.push('"');
             }
             s.push(':');
-            json::compact(v, &mut s);
+            if v.starts_with('[') {
+                s.push_str(compact_cached(v, cache));
+            } else {
+                json::compact(v, &mut s);
+            }
         }
         s.push('}');
         d.args = Some(clip(s));
