@@ -1669,6 +1669,26 @@ mod tests {
     }
 
     #[test]
+    fn comm_names_are_matched_ignoring_case_like_a_lower_cased_copy() {
+        for n in [
+            "ncclAllReduce",
+            "NCCL_x",
+            "hcom_allReduce__1",
+            "HCOMbroadcast",
+            "my_AllReduce_k",
+            "allreduc",
+            "gemm",
+            "",
+            "é_allreduce",
+            "xnccl",
+        ] {
+            let l = n.to_lowercase();
+            let want = l.starts_with("nccl") || l.starts_with("hcom") || l.contains("allreduce");
+            assert_eq!(is_comm_name(n), want, "{n}");
+        }
+    }
+
+    #[test]
     fn utf8_is_checked_in_pieces_and_replaced_when_invalid() {
         let mut bytes = "é".repeat(3 * CHUNK_BYTES).into_bytes();
         assert!(matches!(text_of(&bytes), Cow::Borrowed(_)));
