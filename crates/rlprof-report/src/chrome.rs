@@ -494,6 +494,7 @@ fn field_index(k: &str) -> Option<usize> {
 
 impl<'a> RawEvent<'a> {
     /// Reads the field `i` of [`FIELDS`]; an object `args` has its members put in `members`.
+    #[inline(always)]
     fn field(
         &mut self,
         r: &mut Reader<'a>,
