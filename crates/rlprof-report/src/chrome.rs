@@ -361,8 +361,13 @@ fn events_array<'a>(
         return Ok(());
     }
     let chunks = parse_chunks(r.text(), r.pos, open + 1, limits.max_events);
-    let total: usize = chunks.iter().map(|c| c.events.len()).sum();
-    p.events.reserve(total);
+    // Sized once: growing these while merging would copy them (and fault their pages) again.
+    let sum = |f: fn(&Chunk) -> usize| chunks.iter().map(f).sum::<usize>();
+    p.events.reserve(sum(|c| c.events.len() + c.specials.len()));
+    p.details
+        .reserve(sum(|c| c.details.len() + c.specials.len()));
+    p.memory.reserve(sum(|c| c.memory.len()));
+    st.mem_thread.reserve(sum(|c| c.memory.len()));
     for c in chunks {
         st.events += c.count;
         if st.events > limits.max_events {
