@@ -1263,7 +1263,9 @@ fn detail_from_members<'a>(
     if cache.len() > 4096 {
         cache.clear();
     }
-    members.sort_by(|a, b| a.0.cmp(&b.0));
+    if !members.is_sorted_by(|a, b| a.0 <= b.0) {
+        members.sort_by(|a, b| a.0.cmp(&b.0));
+    }
     // Of equal keys the last one written wins, as in a map.
     members.dedup_by(|later, kept| {
         let same = later.0 == kept.0;
