@@ -858,15 +858,20 @@ impl<'a> Chunk<'a> {
                 self.special(Special::End(t, end));
             }
             "i" | "I" if name == "[memory]" => {
-                let Some(args) = ev.args else { return };
+                if ev.args.is_none() {
+                    return;
+                }
                 let (mut bytes, mut addr, mut total) = (None, None, None);
-                if args.starts_with('{') {
-                    let _ = Reader::new(args, 0).members(|k, v| match k.text().as_ref() {
-                        "Bytes" => bytes = Some(v),
-                        "Addr" => addr = Some(v),
-                        "Total Allocated" => total = Some(v),
-                        _ => {}
-                    });
+                if ev.args_members {
+                    // Of repeated keys the last wins, as in a map.
+                    for (k, v) in &self.members {
+                        match k.as_ref() {
+                            "Bytes" => bytes = Some(*v),
+                            "Addr" => addr = Some(*v),
+                            "Total Allocated" => total = Some(*v),
+                            _ => {}
+                        }
+                    }
                 }
                 let t = self.thread(ev.pid, ev.tid);
                 self.mem_thread.push(t);
