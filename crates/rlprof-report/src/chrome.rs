@@ -1,23 +1,35 @@
 //! Foreign Chrome-trace JSON: PyTorch profiler traces (`*.pt.trace.json[.gz]`, an object with
 //! `traceEvents`) and Ascend's `trace_view.json` (a bare array of events).
 //!
-//! The (decompressed) text is read into memory, counted against the size limit as it is read,
-//! and parsed from there (serde_json parses a slice several times faster than a reader); events
-//! are deserialised one at a time and converted straight into the [`Profile`], so memory is the
-//! text plus the events kept. Invalid UTF-8 is replaced by U+FFFD before parsing, so hostile
-//! bytes in names load as inert text.
+//! How a file is read: a plain file is memory-mapped (no copy); a `.gz` file is decompressed
+//! into memory (flate2 on the zlib-rs backend), counted against the size limit as it is read.
+//! The text is checked as UTF-8 in parallel pieces; invalid UTF-8 is replaced by U+FFFD (one
+//! copy, only then), so hostile bytes in names load as inert text.
+//!
+//! How it is parsed: the strict hand-written reader of [`crate::json_reader`] (why it is
+//! hand-written is said there) walks the top level; the `traceEvents` array is cut into chunks
+//! at event boundaries found by a cheap scan (`,` then `{"`), the chunks are parsed in parallel
+//! on rayon, and each chunk's start is checked against where the previous chunk really ended
+//! (a chunk whose guessed start was wrong, e.g. inside a string, is parsed again from the right
+//! place), so the result is the sequential parse's. Events borrow their strings from the text;
+//! `args` stays raw text and only the parts the report shows are decoded. Chunks intern names
+//! and threads locally and are merged in file order, so string and thread numbering is the
+//! sequential order too.
 //!
 //! Documented limits ([`Limits`]): at most 1 GiB of (uncompressed) JSON text, at most 20 million
-//! events, at most 128 levels of JSON nesting (serde_json's recursion limit, which keeps the
-//! stack bounded), and each event's extra arguments are kept up to 4 KiB of text. Past a limit
-//! the file is skipped with an error that names the limit.
+//! events, at most 128 levels of JSON nesting (serde_json's recursion limit, which the reader
+//! applies to the whole document; it never recurses, so the stack stays bounded), and each
+//! event's extra arguments are kept up to 4 KiB of text. Past a limit the file is skipped with
+//! an error that names the limit.
 
 use crate::error::ReportError;
+use crate::json_reader::{self as json, ErrorKind, RawStr, Reader};
 use crate::model::{Detail, Event, MemEvent, Profile, SourceFormat, Track, NONE};
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 
 /// Size limits for foreign inputs.
@@ -38,8 +50,8 @@ impl Default for Limits {
     }
 }
 
-/// serde_json's nesting limit (documented here because the error names it).
-pub const MAX_DEPTH: u64 = 128;
+/// serde_json's nesting limit, applied by the reader (documented here because the error names it).
+pub const MAX_DEPTH: u64 = json::MAX_DEPTH as u64;
 /// Longest argument text kept per event.
 pub const MAX_ARGS_TEXT: usize = 4096;
 
@@ -67,6 +79,11 @@ pub const PHASES: [&str; 10] = [
     "save_checkpoint",
 ];
 
+/// Files smaller than this are read rather than mapped.
+const MAP_MIN_BYTES: u64 = 1 << 20;
+/// Target size of one parallel parse chunk.
+const CHUNK_BYTES: usize = 1 << 20;
+
 /// Loads a PyTorch Chrome trace file (`.json` or `.json.gz`).
 pub fn load_trace(path: &Path, group: &str, limits: &Limits) -> Result<Profile, ReportError> {
     let mut p = Profile::new(
@@ -85,90 +102,999 @@ pub fn load_trace(path: &Path, group: &str, limits: &Limits) -> Result<Profile, 
     Ok(p)
 }
 
-/// Streams the events of a Chrome-trace file into `p`.
+/// Reads the events of a Chrome-trace file into `p`.
 pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), ReportError> {
     let file = std::fs::File::open(path).map_err(crate::error::io(path))?;
+    let len = file.metadata().map_err(crate::error::io(path))?.len();
     let gz = path.extension().is_some_and(|e| e == "gz");
-    if !gz {
-        let len = file.metadata().map_err(crate::error::io(path))?.len();
-        if len > limits.max_bytes {
-            return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
-        }
+    if !gz && len > limits.max_bytes {
+        return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
     }
-    if !gz {
-        // The size is known: read into a buffer of that size (no regrowth, no copies).
-        let mut bytes = Vec::with_capacity(file.metadata().map_or(0, |m| m.len() as usize + 1));
-        let mut counted = Capped {
-            inner: file,
-            left: limits.max_bytes,
-            hit: false,
-        };
-        let read = counted.read_to_end(&mut bytes);
-        if counted.hit {
-            return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
+    // SAFETY: the map is only read while this function runs. Like every reader of a mapped
+    // file, a concurrent writer truncating the file could fault the process; trace files are
+    // written once by the profiler and not modified while a report is built.
+    let map = if len >= MAP_MIN_BYTES {
+        Some(
+            unsafe { memmap2::MmapOptions::new().populate().map(&file) }
+                .map_err(crate::error::io(path))?,
+        )
+    } else {
+        None
+    };
+    let small;
+    let bytes: &[u8] = match &map {
+        Some(m) => m,
+        None => {
+            let mut v = Vec::with_capacity(len as usize + 1);
+            read_capped(&file, path, limits.max_bytes, &mut v)?;
+            small = v;
+            &small
         }
-        read.map_err(crate::error::io(path))?;
-        return read_text(&lossy(bytes), path, p, limits);
+    };
+    if gz {
+        // The gzip trailer holds the uncompressed size (mod 2^32): a capacity hint.
+        let hint = bytes
+            .len()
+            .checked_sub(4)
+            .map(|i| u32::from_le_bytes(bytes[i..].try_into().expect("4 bytes")) as u64)
+            .unwrap_or(0)
+            .min(limits.max_bytes) as usize;
+        let mut text = Vec::with_capacity(hint + 1);
+        read_capped(
+            flate2::bufread::MultiGzDecoder::new(bytes),
+            path,
+            limits.max_bytes,
+            &mut text,
+        )?;
+        return read_text(&text_of(&text), path, p, limits);
     }
-    let input = flate2::read::MultiGzDecoder::new(BufReader::new(file));
-    read_stream(input, path, p, limits)
+    read_text(&text_of(bytes), path, p, limits)
 }
 
 /// Reads events from any reader (uncompressed JSON) into `p`.
 ///
 /// The text is read into memory first (at most `limits.max_bytes`, counted as it is read) and
-/// parsed from there: serde_json parses a slice several times faster than a reader, which is
-/// what makes an 80 MB trace load in a fraction of `json.load`'s time (BENCHMARKS.md).
+/// parsed from there.
 pub fn read_stream(
     input: impl Read,
     path: &Path,
     p: &mut Profile,
     limits: &Limits,
 ) -> Result<(), ReportError> {
-    let mut counted = Capped {
-        inner: input,
-        left: limits.max_bytes,
-        hit: false,
-    };
     let mut bytes = Vec::new();
-    let read = counted.read_to_end(&mut bytes);
-    if counted.hit {
-        return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
-    }
-    read.map_err(crate::error::io(path))?;
-    read_text(&lossy(bytes), path, p, limits)
+    read_capped(input, path, limits.max_bytes, &mut bytes)?;
+    read_text(&text_of(&bytes), path, p, limits)
 }
 
-/// The bytes as text, invalid UTF-8 replaced by U+FFFD (no copy when valid).
-fn lossy(bytes: Vec<u8>) -> String {
-    match String::from_utf8(bytes) {
-        Ok(t) => t,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+/// Reads all of `input` into `out`, failing past `max` bytes.
+fn read_capped(
+    input: impl Read,
+    path: &Path,
+    max: u64,
+    out: &mut Vec<u8>,
+) -> Result<(), ReportError> {
+    let mut counted = Capped {
+        inner: input,
+        left: max,
+        hit: false,
+    };
+    let read = counted.read_to_end(out);
+    if counted.hit {
+        return Err(limit(path, "uncompressed size in bytes", max));
+    }
+    read.map_err(crate::error::io(path))?;
+    Ok(())
+}
+
+/// The bytes as text, invalid UTF-8 replaced by U+FFFD (no copy when valid). Checked in
+/// parallel pieces cut before ASCII bytes (always character boundaries).
+fn text_of(bytes: &[u8]) -> Cow<'_, str> {
+    let n = (bytes.len() / (4 * CHUNK_BYTES)).clamp(1, 64);
+    let mut cuts = vec![0];
+    for i in 1..n {
+        let mut c = (bytes.len() * i / n).max(*cuts.last().expect("non-empty"));
+        while c < bytes.len() && bytes[c] >= 0x80 {
+            c += 1;
+        }
+        cuts.push(c);
+    }
+    cuts.push(bytes.len());
+    let valid = cuts
+        .par_windows(2)
+        .all(|w| std::str::from_utf8(&bytes[w[0]..w[1]]).is_ok());
+    if valid {
+        // SAFETY: every piece is valid UTF-8 and each cut is before an ASCII byte (or at an
+        // end), so the concatenation is valid UTF-8.
+        Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        String::from_utf8_lossy(bytes)
+    }
+}
+
+/// Why a parse stopped.
+enum Fail {
+    Json(json::Error),
+    Limit,
+    Shape(&'static str),
+}
+
+impl From<json::Error> for Fail {
+    fn from(e: json::Error) -> Fail {
+        Fail::Json(e)
     }
 }
 
 /// Parses a whole Chrome-trace text into `p`.
 fn read_text(text: &str, path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), ReportError> {
-    let mut sink = Sink::new(p, limits.max_events);
-    let mut de = serde_json::Deserializer::from_str(text);
-    let res = TopSeed { sink: &mut sink }
-        .deserialize(&mut de)
-        .and_then(|()| de.end());
-    drop(de);
-    let limit_hit = sink.limit_hit;
-    sink.finish();
-    if limit_hit {
-        return Err(limit(path, "events", limits.max_events));
-    }
+    let mut st = State::default();
+    let res = top(text, &mut st, p, limits);
     match res {
-        Ok(()) => Ok(()),
-        Err(e) if e.to_string().contains("recursion limit") => {
+        Ok(()) => {
+            st.finish(p);
+            Ok(())
+        }
+        Err(Fail::Limit) => Err(limit(path, "events", limits.max_events)),
+        Err(Fail::Json(e)) if e.kind == ErrorKind::Depth => {
             Err(limit(path, "JSON nesting depth", MAX_DEPTH))
         }
-        Err(e) => Err(ReportError::Malformed {
+        Err(Fail::Json(e)) => {
+            let what = match e.kind {
+                ErrorKind::Syntax(s) => s,
+                ErrorKind::Depth => "too deep",
+            };
+            let before = &text.as_bytes()[..e.offset.min(text.len())];
+            let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+            let col = before.len()
+                - before
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1)
+                + 1;
+            Err(ReportError::Malformed {
+                path: path.to_path_buf(),
+                message: format!("not a Chrome trace: {what} at line {line} column {col}"),
+            })
+        }
+        Err(Fail::Shape(what)) => Err(ReportError::Malformed {
             path: path.to_path_buf(),
-            message: format!("not a Chrome trace: {e}"),
+            message: format!("not a Chrome trace: {what}"),
         }),
+    }
+}
+
+/// The top level: an object with `traceEvents` (and `baseTimeNanoseconds`, `distributedInfo`),
+/// or a bare array of events; then only whitespace.
+fn top<'a>(
+    text: &'a str,
+    st: &mut State<'a>,
+    p: &mut Profile,
+    limits: &Limits,
+) -> Result<(), Fail> {
+    let mut r = Reader::new(text, 0);
+    r.ws();
+    match r.peek() {
+        Some(b'{') => {
+            r.pos += 1;
+            r.ws();
+            let mut saw_events = false;
+            if r.peek() == Some(b'}') {
+                r.pos += 1;
+            } else {
+                loop {
+                    let key = r.key()?.text();
+                    match key.as_ref() {
+                        "traceEvents" => {
+                            saw_events = true;
+                            events_array(&mut r, 1, st, p, limits)?;
+                        }
+                        "baseTimeNanoseconds" => {
+                            st.base_ns = if r.null()? {
+                                None
+                            } else {
+                                let v = r.value(1)?;
+                                Some(
+                                    v.parse::<u64>()
+                                        .ok()
+                                        .filter(|_| v.bytes().all(|c| c.is_ascii_digit()))
+                                        .ok_or(Fail::Shape(
+                                            "baseTimeNanoseconds is not an unsigned integer",
+                                        ))?,
+                                )
+                            };
+                        }
+                        "distributedInfo" => {
+                            let v = r.value(1)?;
+                            let v: serde_json::Value = serde_json::from_str(v)
+                                .map_err(|_| Fail::Shape("distributedInfo is not JSON"))?;
+                            st.dist_rank = v.get("rank").and_then(|r| r.as_u64()).map(|r| r as u32);
+                        }
+                        _ => {
+                            r.value(1)?;
+                        }
+                    }
+                    r.ws();
+                    match r.peek() {
+                        Some(b',') => r.pos += 1,
+                        Some(b'}') => {
+                            r.pos += 1;
+                            break;
+                        }
+                        _ => return Err(r.err("expected `,` or `}`").into()),
+                    }
+                }
+            }
+            if !saw_events {
+                return Err(Fail::Shape("no traceEvents array"));
+            }
+        }
+        Some(b'[') => events_array(&mut r, 0, st, p, limits)?,
+        _ => {
+            return Err(Fail::Json(r.err(
+                "expected a Chrome trace object with traceEvents, or an array of events",
+            )))
+        }
+    }
+    r.ws();
+    if r.pos != text.len() {
+        return Err(r.err("trailing characters").into());
+    }
+    Ok(())
+}
+
+/// Parses an array of events (the cursor at `[`, inside `open` containers) into `p`.
+fn events_array<'a>(
+    r: &mut Reader<'a>,
+    open: u32,
+    st: &mut State<'a>,
+    p: &mut Profile,
+    limits: &Limits,
+) -> Result<(), Fail> {
+    r.ws();
+    if r.peek() != Some(b'[') {
+        return Err(r.err("expected an array of trace events").into());
+    }
+    r.open(open)?;
+    r.pos += 1;
+    r.ws();
+    if r.peek() == Some(b']') {
+        r.pos += 1;
+        return Ok(());
+    }
+    let chunks = parse_chunks(r.text(), r.pos, open + 1, limits.max_events);
+    // Sized once: growing these while merging would copy them (and fault their pages) again.
+    let sum = |f: fn(&Chunk) -> usize| chunks.iter().map(f).sum::<usize>();
+    p.events.reserve(sum(|c| c.events.len() + c.specials.len()));
+    p.details
+        .reserve(sum(|c| c.details.len() + c.specials.len()));
+    p.memory.reserve(sum(|c| c.memory.len()));
+    st.mem_thread.reserve(sum(|c| c.memory.len()));
+    for c in chunks {
+        st.events += c.count;
+        if st.events > limits.max_events {
+            return Err(Fail::Limit);
+        }
+        if let Some(e) = c.error {
+            return Err(Fail::Json(e));
+        }
+        r.pos = c.stop;
+        st.merge(c, p);
+    }
+    Ok(())
+}
+
+/// Parses the elements of an events array from `first` (an element's first byte) in chunks,
+/// in parallel; returns the chunks of the sequential parse, in order.
+fn parse_chunks<'a>(text: &'a str, first: usize, open: u32, cap: u64) -> Vec<Chunk<'a>> {
+    let b = text.as_bytes();
+    let len = b.len() - first;
+    let threads = rayon::current_num_threads();
+    let n = if threads <= 1 {
+        1
+    } else {
+        (len / CHUNK_BYTES).clamp(1, threads * 16)
+    };
+    let mut starts = vec![first];
+    for i in 1..n {
+        let from = (first + len / n * i).max(*starts.last().expect("non-empty") + 1);
+        if let Some(s) = next_boundary(b, from) {
+            if s > *starts.last().expect("non-empty") {
+                starts.push(s);
+            }
+        }
+    }
+    let bound = |k: usize| starts.get(k + 1).copied().unwrap_or(usize::MAX);
+    let guessed: Vec<Chunk<'a>> = (0..starts.len())
+        .into_par_iter()
+        .map(|k| Chunk::parse(text, starts[k], bound(k), open, cap))
+        .collect();
+    let mut out = Vec::with_capacity(guessed.len());
+    let mut pos = first;
+    for (k, c) in guessed.into_iter().enumerate() {
+        if pos >= bound(k) {
+            // The previous chunk ran past this whole one (its guessed start was wrong).
+            continue;
+        }
+        let c = if c.start == pos {
+            c
+        } else {
+            Chunk::parse(text, pos, bound(k), open, cap)
+        };
+        pos = c.stop;
+        let done = c.error.is_some() || c.end || c.count > cap;
+        out.push(c);
+        if done {
+            break;
+        }
+    }
+    out
+}
+
+/// The first likely event start at or after `from`: a `{` after a `,` and before a `"` or `}`
+/// (whitespace allowed between). Only a guess: [`parse_chunks`] checks it.
+fn next_boundary(b: &[u8], from: usize) -> Option<usize> {
+    let is_ws = |c: u8| matches!(c, b' ' | b'\n' | b'\t' | b'\r');
+    let mut at = from;
+    while let Some(i) = memchr::memchr(b'{', b.get(at..)?) {
+        let s = at + i;
+        let before = b[..s].iter().rev().find(|&&c| !is_ws(c));
+        let after = b[s + 1..].iter().find(|&&c| !is_ws(c));
+        if before == Some(&b',') && matches!(after, Some(b'"' | b'}')) {
+            return Some(s);
+        }
+        at = s + 1;
+    }
+    None
+}
+
+/// One event's fields as written (unknown fields skipped, validated).
+#[derive(Default)]
+struct RawEvent<'a> {
+    ph: Option<RawStr<'a>>,
+    name: Option<&'a str>,
+    cat: Option<RawStr<'a>>,
+    pid: Option<&'a str>,
+    tid: Option<&'a str>,
+    ts: Option<&'a str>,
+    dur: Option<&'a str>,
+    args: Option<&'a str>,
+    /// `name` when it is a string.
+    name_str: Option<RawStr<'a>>,
+    /// Whether `args` is an object whose members were put in the chunk's `members`.
+    args_members: bool,
+}
+
+/// An object's members: decoded key, value text.
+type Members<'a> = Vec<(Cow<'a, str>, &'a str)>;
+
+/// Compact text of array values already seen (shapes and dtype lists repeat across events).
+type Cache<'a> = FxHashMap<&'a str, String>;
+
+/// [`json::compact`] of `v`, remembered.
+fn compact_cached<'c, 'a>(v: &'a str, cache: &'c mut Cache<'a>) -> &'c str {
+    cache.entry(v).or_insert_with(|| {
+        let mut s = String::new();
+        json::compact(v, &mut s);
+        s
+    })
+}
+
+/// Field names in declaration order (an event may also be written as an array of them).
+const FIELDS: [&str; 8] = ["ph", "name", "cat", "pid", "tid", "ts", "dur", "args"];
+
+/// The index of a field name in [`FIELDS`].
+#[inline]
+fn field_index(k: &str) -> Option<usize> {
+    Some(match k {
+        "ph" => 0,
+        "name" => 1,
+        "cat" => 2,
+        "pid" => 3,
+        "tid" => 4,
+        "ts" => 5,
+        "dur" => 6,
+        "args" => 7,
+        _ => return None,
+    })
+}
+
+impl<'a> RawEvent<'a> {
+    /// Reads the field `i` of [`FIELDS`]; an object `args` has its members put in `members`.
+    #[inline(always)]
+    fn field(
+        &mut self,
+        r: &mut Reader<'a>,
+        i: usize,
+        open: u32,
+        members: &mut Members<'a>,
+    ) -> json::Result<()> {
+        if i == 0 || i == 2 {
+            let v = if r.null()? {
+                None
+            } else if r.peek() == Some(b'"') {
+                Some(r.string()?)
+            } else {
+                return Err(r.err("invalid type: expected a string"));
+            };
+            if i == 0 {
+                self.ph = v;
+            } else {
+                self.cat = v;
+            }
+            return Ok(());
+        }
+        if r.null()? {
+            return Ok(());
+        }
+        let start = r.pos;
+        // The common shapes directly; anything else through the general value reader.
+        let v = match r.peek() {
+            Some(b'"') => {
+                let s = r.string()?;
+                if i == 1 {
+                    self.name_str = Some(s);
+                }
+                &r.text()[start..r.pos]
+            }
+            Some(b'-' | b'0'..=b'9') => r.number()?,
+            Some(b'{') if i == 7 => {
+                r.open(open)?;
+                r.pos += 1;
+                members.clear();
+                self.args_members = true;
+                r.ws();
+                if r.peek() == Some(b'}') {
+                    r.pos += 1;
+                } else {
+                    loop {
+                        let k = r.key()?;
+                        let v = r.value(open + 1)?;
+                        members.push((k.text(), v));
+                        r.ws();
+                        match r.peek() {
+                            Some(b',') => r.pos += 1,
+                            Some(b'}') => {
+                                r.pos += 1;
+                                break;
+                            }
+                            _ => return Err(r.err("expected `,` or `}`")),
+                        }
+                    }
+                }
+                &r.text()[start..r.pos]
+            }
+            _ => r.value(open)?,
+        };
+        match i {
+            1 => self.name = Some(v),
+            3 => self.pid = Some(v),
+            4 => self.tid = Some(v),
+            5 => self.ts = Some(v),
+            6 => self.dur = Some(v),
+            _ => self.args = Some(v),
+        }
+        Ok(())
+    }
+
+    /// Reads one event (an object, or an array of the fields in order) inside `open` containers.
+    fn read(
+        r: &mut Reader<'a>,
+        open: u32,
+        members: &mut Members<'a>,
+    ) -> json::Result<RawEvent<'a>> {
+        let mut ev = RawEvent::default();
+        r.ws();
+        match r.peek() {
+            Some(b'{') => {
+                r.open(open)?;
+                r.pos += 1;
+                r.ws();
+                if r.peek() == Some(b'}') {
+                    r.pos += 1;
+                    return Ok(ev);
+                }
+                let mut seen = 0u8;
+                loop {
+                    let key_at = r.pos;
+                    let key = r.key()?;
+                    let i = if key.escaped {
+                        field_index(&key.text())
+                    } else {
+                        field_index(key.raw)
+                    };
+                    match i {
+                        Some(i) => {
+                            if seen & 1 << i != 0 {
+                                r.pos = key_at;
+                                return Err(r.err("duplicate field"));
+                            }
+                            seen |= 1 << i;
+                            ev.field(r, i, open + 1, members)?;
+                        }
+                        None => {
+                            r.value(open + 1)?;
+                        }
+                    }
+                    r.ws();
+                    match r.peek() {
+                        Some(b',') => r.pos += 1,
+                        Some(b'}') => {
+                            r.pos += 1;
+                            return Ok(ev);
+                        }
+                        None => return Err(r.err("EOF while parsing an object")),
+                        _ => return Err(r.err("expected `,` or `}`")),
+                    }
+                }
+            }
+            Some(b'[') => {
+                r.open(open)?;
+                r.pos += 1;
+                r.ws();
+                if r.peek() == Some(b']') {
+                    r.pos += 1;
+                    return Ok(ev);
+                }
+                let mut i = 0;
+                loop {
+                    if i == FIELDS.len() {
+                        return Err(r.err("invalid length: an event has 8 fields"));
+                    }
+                    ev.field(r, i, open + 1, members)?;
+                    i += 1;
+                    r.ws();
+                    match r.peek() {
+                        Some(b',') => r.pos += 1,
+                        Some(b']') => {
+                            r.pos += 1;
+                            return Ok(ev);
+                        }
+                        None => return Err(r.err("EOF while parsing a list")),
+                        _ => return Err(r.err("expected `,` or `]`")),
+                    }
+                }
+            }
+            None => Err(r.err("EOF while parsing a value")),
+            Some(_) => Err(r.err("invalid type: expected a trace event object")),
+        }
+    }
+}
+
+/// A `B` event waiting for its `E`: start, name, args, category.
+type OpenBegin<'a> = (i64, u32, Option<&'a str>, Option<Cow<'a, str>>);
+
+/// What a chunk cannot settle alone (needs the events of earlier chunks): `B`/`E` pairs and
+/// metadata.
+enum Special<'a> {
+    Begin(u32, OpenBegin<'a>),
+    End(u32, i64),
+    ProcessName(Cow<'a, str>, String),
+    ThreadName(Cow<'a, str>, Cow<'a, str>, String),
+}
+
+/// The events of one stretch of the events array, with chunk-local name and thread numbers.
+struct Chunk<'a> {
+    /// Where it started and where it stopped (the next element, or past the array's `]`).
+    start: usize,
+    stop: usize,
+    /// Whether it reached the end of the array.
+    end: bool,
+    /// Elements read.
+    count: u64,
+    /// The first error, if any (everything before it is kept).
+    error: Option<json::Error>,
+    events: Vec<Event>,
+    details: Vec<Detail>,
+    names: Vec<Cow<'a, str>>,
+    name_ix: FxHashMap<Cow<'a, str>, u32>,
+    threads: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    thread_ix: FxHashMap<(Cow<'a, str>, Cow<'a, str>), u32>,
+    last_thread: Option<(Option<&'a str>, Option<&'a str>, u32)>,
+    memory: Vec<MemEvent>,
+    mem_thread: Vec<u32>,
+    /// Specials with the number of events pushed before each.
+    specials: Vec<(usize, Special<'a>)>,
+    steps: Vec<u64>,
+    members: Members<'a>,
+    cache: Cache<'a>,
+}
+
+impl<'a> Chunk<'a> {
+    /// Parses elements from `start` until the next element starts at or after `bound`, the
+    /// array ends, an error, or more than `cap` elements.
+    fn parse(text: &'a str, start: usize, bound: usize, open: u32, cap: u64) -> Chunk<'a> {
+        let guess = (bound.min(text.len()) - start.min(text.len())) / 200;
+        let mut c = Chunk {
+            start,
+            stop: start,
+            end: false,
+            count: 0,
+            error: None,
+            events: Vec::with_capacity(guess),
+            details: Vec::with_capacity(guess / 2),
+            names: Vec::new(),
+            name_ix: FxHashMap::default(),
+            threads: Vec::new(),
+            thread_ix: FxHashMap::default(),
+            last_thread: None,
+            memory: Vec::with_capacity(guess / 2),
+            mem_thread: Vec::with_capacity(guess / 2),
+            specials: Vec::new(),
+            steps: Vec::new(),
+            members: Vec::new(),
+            cache: Cache::default(),
+        };
+        let mut r = Reader::new(text, start);
+        loop {
+            match RawEvent::read(&mut r, open, &mut c.members) {
+                Ok(ev) => {
+                    c.count += 1;
+                    if c.count > cap {
+                        c.stop = r.pos;
+                        return c;
+                    }
+                    c.push(ev);
+                }
+                Err(e) => {
+                    c.error = Some(e);
+                    return c;
+                }
+            }
+            r.ws();
+            match r.peek() {
+                Some(b',') => {
+                    r.pos += 1;
+                    r.ws();
+                    if r.pos >= bound {
+                        c.stop = r.pos;
+                        return c;
+                    }
+                }
+                Some(b']') => {
+                    r.pos += 1;
+                    c.stop = r.pos;
+                    c.end = true;
+                    return c;
+                }
+                None => {
+                    c.error = Some(r.err("EOF while parsing a list"));
+                    return c;
+                }
+                Some(_) => {
+                    c.error = Some(r.err("expected `,` or `]`"));
+                    return c;
+                }
+            }
+        }
+    }
+
+    fn intern(&mut self, s: Cow<'a, str>) -> u32 {
+        if let Some(&i) = self.name_ix.get(s.as_ref()) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.names.push(s.clone());
+        self.name_ix.insert(s, i);
+        i
+    }
+
+    fn thread(&mut self, pid: Option<&'a str>, tid: Option<&'a str>) -> u32 {
+        if let Some((p, t, i)) = self.last_thread {
+            if p == pid && t == tid {
+                return i;
+            }
+        }
+        let key = (id_text(pid), id_text(tid));
+        let i = match self.thread_ix.get(&key) {
+            Some(&i) => i,
+            None => {
+                let i = self.threads.len() as u32;
+                self.threads.push(key.clone());
+                self.thread_ix.insert(key, i);
+                i
+            }
+        };
+        self.last_thread = Some((pid, tid, i));
+        i
+    }
+
+    fn special(&mut self, s: Special<'a>) {
+        self.specials.push((self.events.len(), s));
+    }
+
+    /// Takes one event.
+    fn push(&mut self, ev: RawEvent<'a>) {
+        let name = match ev.name_str {
+            Some(s) => s.text(),
+            None => ev.name.map(json::value_text).unwrap_or_default(),
+        };
+        let ph = ev.ph.map(|s| s.text());
+        match ph.as_deref().unwrap_or("") {
+            "X" => {
+                let t = self.thread(ev.pid, ev.tid);
+                let start = us_to_ns(ev.ts);
+                let dur = us_to_ns(ev.dur).max(0);
+                let cat = ev.cat.map(|c| c.text());
+                let track = classify(cat.as_deref(), &name);
+                if track == Track::Step {
+                    self.steps.extend(step_number(&name));
+                }
+                let detail = match ev.args {
+                    Some(a) => {
+                        let d = if ev.args_members {
+                            detail_from_members(track, a.len(), &mut self.members, &mut self.cache)
+                        } else {
+                            detail_of(track, a, &mut self.members, &mut self.cache)
+                        };
+                        if d == Detail::default() {
+                            NONE
+                        } else {
+                            self.details.push(d);
+                            (self.details.len() - 1) as u32
+                        }
+                    }
+                    None => NONE,
+                };
+                let name = self.intern(name);
+                self.events.push(Event {
+                    start,
+                    dur,
+                    name,
+                    detail,
+                    thread: t,
+                    depth: 0,
+                    track,
+                });
+            }
+            "B" => {
+                let t = self.thread(ev.pid, ev.tid);
+                let start = us_to_ns(ev.ts);
+                let n = self.intern(name);
+                let cat = ev.cat.map(|c| c.text());
+                self.special(Special::Begin(t, (start, n, ev.args, cat)));
+            }
+            "E" => {
+                let t = self.thread(ev.pid, ev.tid);
+                let end = us_to_ns(ev.ts);
+                self.special(Special::End(t, end));
+            }
+            "i" | "I" if name == "[memory]" => {
+                if ev.args.is_none() {
+                    return;
+                }
+                let (mut bytes, mut addr, mut total) = (None, None, None);
+                if ev.args_members {
+                    // Of repeated keys the last wins, as in a map.
+                    for (k, v) in &self.members {
+                        match k.as_ref() {
+                            "Bytes" => bytes = Some(*v),
+                            "Addr" => addr = Some(*v),
+                            "Total Allocated" => total = Some(*v),
+                            _ => {}
+                        }
+                    }
+                }
+                let t = self.thread(ev.pid, ev.tid);
+                self.mem_thread.push(t);
+                self.memory.push(MemEvent {
+                    t: us_to_ns(ev.ts),
+                    delta: bytes.and_then(json::value_i64).unwrap_or(0),
+                    addr: addr.and_then(json::value_i64).unwrap_or(0) as u64,
+                    op: NONE,
+                    total: total.and_then(json::value_i64),
+                });
+            }
+            "M" => {
+                if !ev.args_members {
+                    return;
+                }
+                let (mut label_name, mut labels) = (None, None);
+                for (k, v) in &self.members {
+                    match k.as_ref() {
+                        "name" => label_name = Some(*v),
+                        "labels" => labels = Some(*v),
+                        _ => {}
+                    }
+                }
+                let Some(label) = label_name.or(labels) else {
+                    return;
+                };
+                let label = json::value_text(label).into_owned();
+                match name.as_ref() {
+                    "process_name" | "process_labels" => {
+                        self.special(Special::ProcessName(id_text(ev.pid), label))
+                    }
+                    "thread_name" => {
+                        self.special(Special::ThreadName(id_text(ev.pid), id_text(ev.tid), label))
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `ProfilerStep#12` -> 12.
+fn step_number(name: &str) -> Option<u64> {
+    name.strip_prefix("ProfilerStep#")
+        .and_then(|s| s.parse().ok())
+}
+
+/// Merges chunks in order and applies what is known only at the end.
+#[derive(Default)]
+struct State<'a> {
+    events: u64,
+    threads: HashMap<(String, String), u32>,
+    thread_pid: Vec<String>,
+    process_names: HashMap<String, String>,
+    thread_names: HashMap<(String, String), String>,
+    open: HashMap<u32, Vec<OpenBegin<'a>>>,
+    mem_thread: Vec<u32>,
+    steps: Vec<u64>,
+    base_ns: Option<u64>,
+    dist_rank: Option<u32>,
+    members: Members<'a>,
+    cache: Cache<'a>,
+}
+
+impl<'a> State<'a> {
+    fn thread(&mut self, pid: &str, tid: &str) -> u32 {
+        let key = (pid.to_string(), tid.to_string());
+        if let Some(&t) = self.threads.get(&key) {
+            return t;
+        }
+        let t = self.thread_pid.len() as u32;
+        self.thread_pid.push(key.0.clone());
+        self.threads.insert(key, t);
+        t
+    }
+
+    /// Appends a chunk's events to `p` (numbering its names, threads and details globally).
+    fn merge(&mut self, c: Chunk<'a>, p: &mut Profile) {
+        let tmap: Vec<u32> = c.threads.iter().map(|(a, b)| self.thread(a, b)).collect();
+        let nmap: Vec<u32> = c.names.iter().map(|n| p.intern(n)).collect();
+        let dbase = p.details.len() as u32;
+        p.details.extend(c.details);
+        let remap = |e: &Event| Event {
+            name: nmap[e.name as usize],
+            thread: tmap[e.thread as usize],
+            detail: if e.detail == NONE {
+                NONE
+            } else {
+                e.detail + dbase
+            },
+            ..*e
+        };
+        let mut done = 0;
+        for (at, s) in c.specials {
+            p.events.extend(c.events[done..at].iter().map(remap));
+            done = at;
+            match s {
+                Special::Begin(t, (start, n, args, cat)) => {
+                    self.open.entry(tmap[t as usize]).or_default().push((
+                        start,
+                        nmap[n as usize],
+                        args,
+                        cat,
+                    ));
+                }
+                Special::End(t, end) => {
+                    let t = tmap[t as usize];
+                    if let Some((start, n, args, cat)) = self.open.get_mut(&t).and_then(|v| v.pop())
+                    {
+                        self.end_event(p, t, n, cat.as_deref(), start, (end - start).max(0), args);
+                    }
+                }
+                Special::ProcessName(pid, label) => {
+                    self.process_names.insert(pid.into_owned(), label);
+                }
+                Special::ThreadName(pid, tid, label) => {
+                    self.thread_names
+                        .insert((pid.into_owned(), tid.into_owned()), label);
+                }
+            }
+        }
+        p.events.extend(c.events[done..].iter().map(remap));
+        p.memory.extend(c.memory);
+        self.mem_thread
+            .extend(c.mem_thread.iter().map(|&t| tmap[t as usize]));
+        self.steps.extend(c.steps);
+    }
+
+    /// The event of a matched `B`/`E` pair.
+    #[allow(clippy::too_many_arguments)]
+    fn end_event(
+        &mut self,
+        p: &mut Profile,
+        thread: u32,
+        name: u32,
+        cat: Option<&str>,
+        start: i64,
+        dur: i64,
+        args: Option<&'a str>,
+    ) {
+        let track = classify(cat, p.str(name));
+        if track == Track::Step {
+            self.steps.extend(step_number(p.str(name)));
+        }
+        let detail = args
+            .map(|a| detail_of(track, a, &mut self.members, &mut self.cache))
+            .filter(|d| *d != Detail::default())
+            .map(|d| p.add_detail(d))
+            .unwrap_or(NONE);
+        p.events.push(Event {
+            start,
+            dur,
+            name,
+            detail,
+            thread,
+            depth: 0,
+            track,
+        });
+    }
+
+    /// Applies what is known only at the end: process names (Ascend's device processes),
+    /// thread names, memory attribution, the rank and the time base.
+    fn finish(self, p: &mut Profile) {
+        let State {
+            threads,
+            thread_pid,
+            process_names,
+            thread_names,
+            mem_thread,
+            mut steps,
+            base_ns,
+            dist_rank,
+            ..
+        } = self;
+        let proc_of: Vec<&str> = thread_pid
+            .iter()
+            .map(|pid| process_names.get(pid).map(String::as_str).unwrap_or(""))
+            .collect();
+        let proc_of = |t: u32| proc_of.get(t as usize).copied().unwrap_or("");
+        if thread_pid.iter().any(|pid| {
+            process_names
+                .get(pid)
+                .is_some_and(|n| n == "Overlap Analysis")
+        }) {
+            p.events.retain(|e| proc_of(e.thread) != "Overlap Analysis");
+        }
+        for e in p.events.iter_mut() {
+            if e.track == Track::User {
+                match proc_of(e.thread) {
+                    "Ascend Hardware" => e.track = Track::Kernel,
+                    "Communication" => e.track = Track::Comm,
+                    _ => {}
+                }
+            }
+        }
+        let mut names = vec![String::new(); thread_pid.len()];
+        for ((pid, tid), t) in &threads {
+            let proc_name = process_names
+                .get(pid)
+                .cloned()
+                .unwrap_or(format!("pid {pid}"));
+            let th = thread_names
+                .get(&(pid.clone(), tid.clone()))
+                .cloned()
+                .unwrap_or(format!("tid {tid}"));
+            names[*t as usize] = format!("{proc_name} / {th}");
+        }
+        p.threads = names;
+        p.origin_ns = base_ns.unwrap_or(0);
+        if let Some(r) = dist_rank {
+            p.rank = r;
+        }
+        steps.sort_unstable();
+        steps.dedup();
+        for s in steps {
+            if !p.steps.contains(&s) {
+                p.steps.push(s);
+            }
+        }
+        p.steps.sort_unstable();
+        attribute_memory(p, &mem_thread);
+        p.sort();
     }
 }
 
@@ -211,260 +1137,30 @@ impl<R: Read> Read for Capped<R> {
     }
 }
 
-/// One trace event as found in the file (unused fields are skipped unparsed).
-#[derive(Deserialize)]
-struct RawEvent {
-    #[serde(default)]
-    ph: Option<String>,
-    #[serde(default)]
-    name: Option<serde_json::Value>,
-    #[serde(default)]
-    cat: Option<String>,
-    #[serde(default)]
-    pid: Option<serde_json::Value>,
-    #[serde(default)]
-    tid: Option<serde_json::Value>,
-    #[serde(default)]
-    ts: Option<serde_json::Value>,
-    #[serde(default)]
-    dur: Option<serde_json::Value>,
-    #[serde(default)]
-    args: Option<serde_json::Value>,
-}
-
-/// A `B` event waiting for its `E`: start, name, args, category.
-type OpenBegin = (i64, u32, Option<serde_json::Value>, Option<String>);
-
-/// Converts events into the profile as they stream by.
-struct Sink<'a> {
-    p: &'a mut Profile,
-    max_events: u64,
-    events: u64,
-    limit_hit: bool,
-    threads: HashMap<(String, String), u32>,
-    thread_pid: Vec<String>,
-    process_names: HashMap<String, String>,
-    thread_names: HashMap<(String, String), String>,
-    open: HashMap<u32, Vec<OpenBegin>>,
-    mem_thread: Vec<u32>,
-    base_ns: Option<u64>,
-    dist_rank: Option<u32>,
-}
-
-impl<'a> Sink<'a> {
-    fn new(p: &'a mut Profile, max_events: u64) -> Sink<'a> {
-        Sink {
-            p,
-            max_events,
-            events: 0,
-            limit_hit: false,
-            threads: HashMap::new(),
-            thread_pid: Vec::new(),
-            process_names: HashMap::new(),
-            thread_names: HashMap::new(),
-            open: HashMap::new(),
-            mem_thread: Vec::new(),
-            base_ns: None,
-            dist_rank: None,
-        }
-    }
-
-    fn thread(&mut self, pid: &Option<serde_json::Value>, tid: &Option<serde_json::Value>) -> u32 {
-        let key = (id_text(pid), id_text(tid));
-        if let Some(&t) = self.threads.get(&key) {
-            return t;
-        }
-        let t = self.thread_pid.len() as u32;
-        self.thread_pid.push(key.0.clone());
-        self.threads.insert(key, t);
-        t
-    }
-
-    /// Takes one event; returns false when the event limit is reached.
-    fn push(&mut self, ev: RawEvent) -> bool {
-        self.events += 1;
-        if self.events > self.max_events {
-            self.limit_hit = true;
-            return false;
-        }
-        let name = ev.name.as_ref().map(value_text).unwrap_or_default();
-        let ph = ev.ph.as_deref().unwrap_or("");
-        match ph {
-            "X" => {
-                let t = self.thread(&ev.pid, &ev.tid);
-                let start = us_to_ns(ev.ts.as_ref());
-                let dur = us_to_ns(ev.dur.as_ref()).max(0);
-                self.add_event(t, &name, ev.cat.as_deref(), start, dur, ev.args);
-            }
-            "B" => {
-                let t = self.thread(&ev.pid, &ev.tid);
-                let start = us_to_ns(ev.ts.as_ref());
-                let n = self.p.intern(&name);
-                self.open
-                    .entry(t)
-                    .or_default()
-                    .push((start, n, ev.args, ev.cat));
-            }
-            "E" => {
-                let t = self.thread(&ev.pid, &ev.tid);
-                let end = us_to_ns(ev.ts.as_ref());
-                if let Some((start, n, args, cat)) = self.open.get_mut(&t).and_then(|v| v.pop()) {
-                    let name = self.p.str(n).to_string();
-                    self.add_event(t, &name, cat.as_deref(), start, (end - start).max(0), args);
-                }
-            }
-            "i" | "I" if name == "[memory]" => self.add_memory(&ev),
-            "M" => self.add_meta(&ev, &name),
-            _ => {}
-        }
-        true
-    }
-
-    fn add_event(
-        &mut self,
-        thread: u32,
-        name: &str,
-        cat: Option<&str>,
-        start: i64,
-        dur: i64,
-        args: Option<serde_json::Value>,
-    ) {
-        let track = classify(cat, name);
-        if track == Track::Step {
-            if let Some(n) = name
-                .strip_prefix("ProfilerStep#")
-                .and_then(|s| s.parse().ok())
-            {
-                if !self.p.steps.contains(&n) {
-                    self.p.steps.push(n);
-                }
-            }
-        }
-        let detail = args
-            .map(|a| detail_of(track, a))
-            .filter(|d| *d != Detail::default())
-            .map(|d| self.p.add_detail(d))
-            .unwrap_or(NONE);
-        let name = self.p.intern(name);
-        self.p.events.push(Event {
-            start,
-            dur,
-            name,
-            detail,
-            thread,
-            depth: 0,
-            track,
-        });
-    }
-
-    fn add_memory(&mut self, ev: &RawEvent) {
-        let Some(args) = ev.args.as_ref() else { return };
-        let num = |k: &str| args.get(k).and_then(value_i64);
-        let t = self.thread(&ev.pid, &ev.tid);
-        self.mem_thread.push(t);
-        self.p.memory.push(MemEvent {
-            t: us_to_ns(ev.ts.as_ref()),
-            delta: num("Bytes").unwrap_or(0),
-            addr: num("Addr").unwrap_or(0) as u64,
-            op: NONE,
-            total: num("Total Allocated"),
-        });
-    }
-
-    fn add_meta(&mut self, ev: &RawEvent, name: &str) {
-        let label = ev
-            .args
-            .as_ref()
-            .and_then(|a| a.get("name").or_else(|| a.get("labels")))
-            .map(value_text);
-        let Some(label) = label else { return };
-        match name {
-            "process_name" | "process_labels" => {
-                self.process_names.insert(id_text(&ev.pid), label);
-            }
-            "thread_name" => {
-                self.thread_names
-                    .insert((id_text(&ev.pid), id_text(&ev.tid)), label);
-            }
-            _ => {}
-        }
-    }
-
-    /// Applies what is known only at the end: process names (Ascend's device processes),
-    /// thread names, memory attribution, the rank and the time base.
-    fn finish(self) {
-        let Sink {
-            p,
-            threads,
-            thread_pid,
-            process_names,
-            thread_names,
-            mem_thread,
-            base_ns,
-            dist_rank,
-            ..
-        } = self;
-        let proc_of = |t: u32| {
-            process_names
-                .get(&thread_pid[t as usize])
-                .map(String::as_str)
-                .unwrap_or("")
-        };
-        p.events.retain(|e| proc_of(e.thread) != "Overlap Analysis");
-        for e in p.events.iter_mut() {
-            if e.track == Track::User {
-                match proc_of(e.thread) {
-                    "Ascend Hardware" => e.track = Track::Kernel,
-                    "Communication" => e.track = Track::Comm,
-                    _ => {}
-                }
-            }
-        }
-        let mut names = vec![String::new(); thread_pid.len()];
-        for ((pid, tid), t) in &threads {
-            let proc_name = process_names
-                .get(pid)
-                .cloned()
-                .unwrap_or(format!("pid {pid}"));
-            let th = thread_names
-                .get(&(pid.clone(), tid.clone()))
-                .cloned()
-                .unwrap_or(format!("tid {tid}"));
-            names[*t as usize] = format!("{proc_name} / {th}");
-        }
-        p.threads = names;
-        p.origin_ns = base_ns.unwrap_or(0);
-        if let Some(r) = dist_rank {
-            p.rank = r;
-        }
-        p.steps.sort_unstable();
-        attribute_memory(p, &mem_thread);
-        p.sort();
-    }
-}
-
-/// Sets each memory event's op to the innermost host op open on its thread at that time.
+/// Sets each memory event's op to the innermost host op open on its thread at that time
+/// (the lookups run in parallel).
 fn attribute_memory(p: &mut Profile, mem_thread: &[u32]) {
-    let mut ops: HashMap<u32, Vec<(i64, i64, u32)>> = HashMap::new();
+    let mut ops: FxHashMap<u32, Vec<(i64, i64, u32)>> = FxHashMap::default();
     for e in p.events.iter().filter(|e| e.track == Track::Op) {
         ops.entry(e.thread)
             .or_default()
             .push((e.start, e.end(), e.name));
     }
-    for v in ops.values_mut() {
-        v.sort_unstable();
-    }
-    for (m, t) in p.memory.iter_mut().zip(mem_thread) {
-        let Some(v) = ops.get(t) else { continue };
-        let i = v.partition_point(|o| o.0 <= m.t);
-        m.op = v[..i]
-            .iter()
-            .rev()
-            .take(256)
-            .find(|o| o.1 >= m.t)
-            .map(|o| o.2)
-            .unwrap_or(NONE);
-    }
+    ops.par_iter_mut().for_each(|(_, v)| v.sort_unstable());
+    p.memory
+        .par_iter_mut()
+        .zip(mem_thread.par_iter())
+        .for_each(|(m, t)| {
+            let Some(v) = ops.get(t) else { return };
+            let i = v.partition_point(|o| o.0 <= m.t);
+            m.op = v[..i]
+                .iter()
+                .rev()
+                .take(256)
+                .find(|o| o.1 >= m.t)
+                .map(|o| o.2)
+                .unwrap_or(NONE);
+        });
 }
 
 /// Track of an event from its category and name.
@@ -497,18 +1193,21 @@ pub fn classify(cat: Option<&str>, name: &str) -> Track {
 
 /// NCCL/HCCL collectives by name.
 fn is_comm_name(name: &str) -> bool {
-    let l = name.to_ascii_lowercase();
-    l.starts_with("nccl") || l.starts_with("hcom") || l.contains("allreduce")
+    // Case-insensitive without lower-casing a copy (this runs for every kernel).
+    let b = name.as_bytes();
+    let starts = |p: &[u8]| b.len() >= p.len() && b[..p.len()].eq_ignore_ascii_case(p);
+    starts(b"nccl") || starts(b"hcom") || b.windows(9).any(|w| w.eq_ignore_ascii_case(b"allreduce"))
 }
 
-fn detail_of(track: Track, args: serde_json::Value) -> Detail {
+/// [`detail_of`] on a parsed value (the reference the raw-text path is tested against).
+fn detail_of_value(track: Track, args: serde_json::Value) -> Detail {
     let serde_json::Value::Object(mut m) = args else {
         return Detail {
-            args: Some(clip(value_text(&args))),
+            args: Some(clip(value_text_of(&args))),
             ..Detail::default()
         };
     };
-    let mut take = |k: &str| m.remove(k).map(|v| clip(value_text(&v)));
+    let mut take = |k: &str| m.remove(k).map(|v| clip(value_text_of(&v)));
     let mut d = Detail {
         shapes: take("Input Dims"),
         dtypes: take("Input type"),
@@ -517,13 +1216,134 @@ fn detail_of(track: Track, args: serde_json::Value) -> Detail {
         ..Detail::default()
     };
     if track == Track::Comm {
-        let n = m.get("In msg nelems").and_then(value_i64);
-        let size = m.get("dtype").map(value_text).and_then(|t| dtype_size(&t));
+        let n = m.get("In msg nelems").and_then(value_i64_of);
+        let size = m
+            .get("dtype")
+            .map(value_text_of)
+            .and_then(|t| dtype_size(&t));
         d.bytes = n.zip(size).map(|(n, s)| n.max(0) as u64 * s);
-        d.group = m.get("Process Group Name").map(value_text);
+        d.group = m.get("Process Group Name").map(value_text_of);
     }
     if !m.is_empty() {
         d.args = Some(clip(serde_json::Value::Object(m).to_string()));
+    }
+    d
+}
+
+/// The detail of an event from its raw `args` text: the shown keys decoded, the rest kept as
+/// compact JSON text with sorted keys (what serde_json's map gives), each clipped to
+/// [`MAX_ARGS_TEXT`]. `members` is scratch space.
+fn detail_of<'a>(
+    track: Track,
+    args: &'a str,
+    members: &mut Members<'a>,
+    cache: &mut Cache<'a>,
+) -> Detail {
+    if !args.starts_with('{') {
+        return Detail {
+            args: Some(clip(json::value_text(args).into_owned())),
+            ..Detail::default()
+        };
+    }
+    members.clear();
+    if Reader::new(args, 0)
+        .members(|k, v| members.push((k.text(), v)))
+        .is_err()
+    {
+        // Not reached (the text was validated); serde_json decides if it ever is.
+        return serde_json::from_str(args)
+            .map(|v| detail_of_value(track, v))
+            .unwrap_or_default();
+    }
+    detail_from_members(track, args.len(), members, cache)
+}
+
+/// [`detail_of`] on the members of an `args` object (`len`: its text's length).
+fn detail_from_members<'a>(
+    track: Track,
+    len: usize,
+    members: &mut Members<'a>,
+    cache: &mut Cache<'a>,
+) -> Detail {
+    if cache.len() > 4096 {
+        cache.clear();
+    }
+    if !members.is_sorted_by(|a, b| a.0 <= b.0) {
+        members.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    // Of equal keys the last one written wins, as in a map.
+    members.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            std::mem::swap(later, kept);
+        }
+        same
+    });
+    let mut d = Detail::default();
+    let (mut nelems, mut dtype, mut group) = (None, None, None);
+    let mut taken = 0;
+    for (k, v) in members.iter() {
+        let slot = match k.as_ref() {
+            "Input Dims" => &mut d.shapes,
+            "Input type" => &mut d.dtypes,
+            "Call stack" => &mut d.stack,
+            "Module Hierarchy" => &mut d.module,
+            "In msg nelems" => {
+                nelems = Some(*v);
+                continue;
+            }
+            "dtype" => {
+                dtype = Some(*v);
+                continue;
+            }
+            "Process Group Name" => {
+                group = Some(*v);
+                continue;
+            }
+            _ => continue,
+        };
+        *slot = Some(clip(if v.starts_with('[') {
+            compact_cached(v, cache).to_string()
+        } else {
+            json::value_text(v).into_owned()
+        }));
+        taken += 1;
+    }
+    if track == Track::Comm {
+        let n = nelems.and_then(json::value_i64);
+        let size = dtype.map(json::value_text).and_then(|t| dtype_size(&t));
+        d.bytes = n.zip(size).map(|(n, s)| n.max(0) as u64 * s);
+        d.group = group.map(|v| json::value_text(v).into_owned());
+    }
+    if members.len() > taken {
+        let mut s = String::with_capacity(len);
+        s.push('{');
+        for (k, v) in members.iter() {
+            if matches!(
+                k.as_ref(),
+                "Input Dims" | "Input type" | "Call stack" | "Module Hierarchy"
+            ) {
+                continue;
+            }
+            if s.len() > 1 {
+                s.push(',');
+            }
+            if k.bytes().any(|c| c == b'"' || c == b'\\' || c < 0x20) {
+                s.push_str(&serde_json::Value::from(k.as_ref()).to_string());
+            } else {
+                s.push('"');
+                s.push_str(k);
+                s.push('"');
+            }
+            s.push(':');
+            if v.starts_with('[') {
+                s.push_str(compact_cached(v, cache));
+            } else {
+                json::compact(v, &mut s);
+            }
+        }
+        s.push('}');
+        d.args = Some(clip(s));
     }
     d
 }
@@ -550,103 +1370,346 @@ fn clip(mut s: String) -> String {
     s
 }
 
-fn value_text(v: &serde_json::Value) -> String {
+fn value_text_of(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     }
 }
 
-fn id_text(v: &Option<serde_json::Value>) -> String {
-    v.as_ref().map(value_text).unwrap_or_default()
-}
-
-fn value_i64(v: &serde_json::Value) -> Option<i64> {
+fn value_i64_of(v: &serde_json::Value) -> Option<i64> {
     v.as_i64()
         .or_else(|| v.as_f64().map(|f| f as i64))
         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
 }
 
+/// A pid/tid as text (empty when absent).
+fn id_text(v: Option<&str>) -> Cow<'_, str> {
+    v.map(json::value_text).unwrap_or_default()
+}
+
 /// Microseconds (number or numeric string) to nanoseconds.
-fn us_to_ns(v: Option<&serde_json::Value>) -> i64 {
-    let us = match v {
-        Some(serde_json::Value::Number(n)) => n.as_f64().unwrap_or(0.0),
-        Some(serde_json::Value::String(s)) => s.trim().parse().unwrap_or(0.0),
+fn us_to_ns(v: Option<&str>) -> i64 {
+    let us = match v.and_then(|v| v.as_bytes().first().map(|c| (c, v))) {
+        Some((b'"', v)) => json::value_text(v).trim().parse().unwrap_or(0.0),
+        Some((b'-' | b'0'..=b'9', v)) => json::number_f64(v).unwrap_or(0.0),
         _ => 0.0,
     };
     (us * 1000.0).round() as i64
 }
 
-struct TopSeed<'s, 'a> {
-    sink: &'s mut Sink<'a>,
-}
+#[cfg(test)]
+mod tests {
+    //! The hand-written reader against serde_json: the old serde_json loader
+    //! (`chrome_reference.rs`) plus `serde_json::Value` (which bounds nesting, checks surrogates
+    //! and number range everywhere) must accept exactly the documents this loader accepts, and
+    //! build the same profile from them.
+    use super::*;
+    use crate::model::SourceFormat;
 
-impl<'de> DeserializeSeed<'de> for TopSeed<'_, '_> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+    type View = (
+        Vec<(Track, String, i64, i64, String, Option<Detail>)>,
+        Vec<(i64, i64, u64, String, Option<i64>)>,
+        Vec<String>,
+        Vec<u64>,
+        u64,
+        u32,
+    );
 
-impl<'de> Visitor<'de> for TopSeed<'_, '_> {
-    type Value = ();
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a Chrome trace object with traceEvents, or an array of events")
+    fn view(p: &Profile) -> View {
+        let events = p
+            .events
+            .iter()
+            .map(|e| {
+                (
+                    e.track,
+                    p.str(e.name).to_string(),
+                    e.start,
+                    e.dur,
+                    p.threads[e.thread as usize].clone(),
+                    p.detail(e).cloned(),
+                )
+            })
+            .collect();
+        let memory = p
+            .memory
+            .iter()
+            .map(|m| (m.t, m.delta, m.addr, p.str(m.op).to_string(), m.total))
+            .collect();
+        (
+            events,
+            memory,
+            p.threads.clone(),
+            p.steps.clone(),
+            p.origin_ns,
+            p.rank,
+        )
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut saw_events = false;
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "traceEvents" => {
-                    saw_events = true;
-                    map.next_value_seed(EventsSeed {
-                        sink: &mut *self.sink,
-                    })?
+
+    fn profile() -> Profile {
+        Profile::new("t.json".into(), SourceFormat::TorchTrace, 0, "g".into())
+    }
+
+    fn ours(doc: &str, max_events: u64) -> Result<View, String> {
+        let mut p = profile();
+        let limits = Limits {
+            max_bytes: 1 << 30,
+            max_events,
+        };
+        read_text(doc, Path::new("t.json"), &mut p, &limits)
+            .map(|()| view(&p))
+            .map_err(|e| e.to_string())
+    }
+
+    fn reference(doc: &str, max_events: u64) -> Result<View, String> {
+        serde_json::from_str::<serde_json::Value>(doc).map_err(|e| e.to_string())?;
+        let mut p = profile();
+        crate::chrome_reference::read_text(doc, &mut p, max_events)?;
+        Ok(view(&p))
+    }
+
+    /// Checks one document; returns whether it was accepted.
+    fn check(doc: &str) -> bool {
+        let want = reference(doc, u64::MAX);
+        let got = ours(doc, u64::MAX);
+        match (&want, &got) {
+            (Ok(w), Ok(g)) => {
+                assert_eq!(g, w, "{doc}");
+                true
+            }
+            (Err(_), Err(_)) => false,
+            _ => panic!("{doc}\nserde_json: {want:?}\nours: {got:?}"),
+        }
+    }
+
+    const EV: &str = r#"{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":2,"ts":10.5,"dur":3,"args":{"Input Dims":[[4, 8], [8, 16]],"Input type":["float32","float32"],"External id":7}}"#;
+
+    fn corpus() -> Vec<String> {
+        let wrap = |evs: &str| format!(r#"{{"traceEvents":[{evs}]}}"#);
+        let mut v: Vec<String> = [
+            EV,
+            r#"{"ph":"X","cat":"user_annotation","name":"ProfilerStep#3","pid":"1","tid":"2","ts":"5","dur":"100"}"#,
+            r#"{"ph":"X","cat":"kernel","name":"ncclAllReduce","pid":0,"tid":7,"ts":1,"dur":2,"args":{"In msg nelems":262144,"dtype":"Float","Process Group Name":"0","z":null,"a":[1,2.50,-0,1e3]}}"#,
+            r#"{"ph":"B","cat":"user_annotation","name":"generate_sequences","pid":1,"tid":1,"ts":0,"args":{"k":"v"}},{"ph":"E","pid":1,"tid":1,"ts":50}"#,
+            r#"{"ph":"E","pid":1,"tid":9,"ts":50}"#,
+            r#"{"ph":"i","name":"[memory]","pid":1,"tid":2,"ts":11,"args":{"Bytes":4096,"Addr":123,"Total Allocated":8192}},{"ph":"i","name":"[memory]","pid":1,"tid":2,"ts":12,"args":{"Bytes":-4096,"Addr":"123","Total Allocated":4096.7}}"#,
+            r#"{"ph":"i","name":"[memory]","pid":1,"tid":2,"ts":12}"#,
+            r#"{"ph":"I","name":"[memory]","pid":1,"tid":2,"ts":12,"args":[1]}"#,
+            r#"{"ph":"M","name":"process_name","pid":5,"args":{"name":"Ascend Hardware"}},{"ph":"X","name":"MatMul","pid":5,"tid":1,"ts":1,"dur":1},{"ph":"M","name":"thread_name","pid":5,"tid":1,"args":{"labels":"stream 1"}}"#,
+            r#"{"ph":"M","name":"process_name","pid":6,"args":{"name":"Overlap Analysis"}},{"ph":"X","name":"Computing","pid":6,"tid":1,"ts":1,"dur":1}"#,
+            r#"["X","pos_name","cpu_op",1,2,3,4,{"Call stack":"a;b"}]"#,
+            r#"["X","pos_name"]"#,
+            r#"["X","n","c",1,2,3,4,{},5]"#,
+            r#"{"p\u0068":"X","name":"esc\"aped\\ \u00e9 \ud83d\ude00 <script>","pid":1,"tid":1,"ts":1,"dur":1,"args":{"k\"ey":"v\u0041\/","Module Hierarchy":"a\nb"}}"#,
+            r#"{"ph":"X","name":"中文 é 😀","pid":1,"tid":1,"ts":1,"dur":1,"args":"just text"}"#,
+            r#"{"ph":"X","name":12,"pid":1.5,"tid":-0,"ts":1e3,"dur":-5,"args":[1,{"b":2,"a":1}]}"#,
+            r#"{"ph":"X","name":null,"cat":null,"pid":null,"ts":null,"args":null}"#,
+            r#"{"ph":"X","name":"dup","ph":"X"}"#,
+            r#"{"ph":1,"name":"bad ph"}"#,
+            r#"{"ph":"X","cat":["x"],"name":"bad cat"}"#,
+            r#"{"ph":"X","name":"x","unknown":{"deep":[1,{"x":[]}]},"args":{"dup":1,"dup":2}}"#,
+            r#"{"ph":"X","name":"x","args":{"n":1e400}}"#,
+            r#"{"ph":"X","name":"x","ignored":1e400}"#,
+            r#"{"ph":"X","name":"\ud800"}"#,
+            r#"{"ph":"X","name":"x","ignored":"\ud800"}"#,
+            r#"{"ph":"X","name":"ctl	tab"}"#,
+            r#"1"#,
+            r#"null"#,
+            r#"{"ph":"X","name":"a"},"#,
+            r#"{"ph":"X","name":"a"} {"ph":"X","name":"b"}"#,
+            r#"{"ph":"X","name":"a",}"#,
+            r#"{"ph":"X","name":"long","args":{"Call stack":"LONG"}}"#,
+            "",
+        ]
+        .iter()
+        .map(|e| wrap(&e.replace("LONG", &"x".repeat(5000))))
+        .collect();
+        v.extend(
+            [
+                r#"[]"#,
+                r#"{}"#,
+                r#"{"traceEvents":[]}"#,
+                r#"{"traceEvents":{}}"#,
+                r#"{"traceEvents":null}"#,
+                r#"{"other":1}"#,
+                r#"{"traceEvents":[EV],"traceEvents":[EV]}"#,
+                r#"{"distributedInfo":{"rank":3,"x":[1]},"traceEvents":[EV],"baseTimeNanoseconds":1700000000000000000}"#,
+                r#"{"traceEvents":[EV],"baseTimeNanoseconds":null}"#,
+                r#"{"traceEvents":[EV],"baseTimeNanoseconds":-1}"#,
+                r#"{"traceEvents":[EV],"baseTimeNanoseconds":1.5}"#,
+                r#"{"traceEvents":[EV],"baseTimeNanoseconds":"1"}"#,
+                r#"{"traceEvents":[EV],"baseTimeNanoseconds":18446744073709551616}"#,
+                r#"{"traceEvents":[EV]} x"#,
+                r#"{"traceEvents":[EV]}  "#,
+                r#"{"traceEvents":[EV],}"#,
+                r#"{"traceEvents":[EV]"#,
+                r#"{"traceEvents":[EV"#,
+                r#"[EV,EV]"#,
+                " \n[ EV ,\n EV ] \n",
+                r#"{"traceEvents":[EV],"deviceProperties":[{"a":1},{"b":2}]}"#,
+                r#"{"traceEvents":[EV],"ignored":"\ud800"}"#,
+                r#"{"traceEvents":[EV],"ignored":1e999}"#,
+            ]
+            .iter()
+            .map(|d| d.replace("EV", EV)),
+        );
+        for depth in [120, 124, 125, 126, 127, 200] {
+            let nest = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+            v.push(format!(
+                r#"{{"traceEvents":[{{"ph":"X","name":"a","args":{nest}}}]}}"#
+            ));
+            v.push(format!(
+                r#"{{"traceEvents":[{{"ph":"X","name":"a","ignored":{nest}}}]}}"#
+            ));
+            v.push(format!(r#"{{"traceEvents":[EV],"x":{nest}}}"#).replace("EV", EV));
+        }
+        let whole = wrap(&[EV; 3].join(","));
+        for cut in (0..whole.len()).step_by(7) {
+            v.push(whole[..cut].to_string());
+        }
+        v
+    }
+
+    #[test]
+    fn accepts_rejects_and_loads_like_the_serde_json_loader() {
+        let docs = corpus();
+        let accepted = docs.iter().filter(|d| check(d)).count();
+        // Both kinds are well represented.
+        assert!(
+            accepted >= 30 && docs.len() - accepted >= 60,
+            "{accepted} of {}",
+            docs.len()
+        );
+    }
+
+    /// The checked-in PyTorch traces (hand-written and real, plain and gzipped).
+    #[test]
+    fn the_test_traces_load_like_the_serde_json_loader() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+        let mut n = 0;
+        for sub in ["torch", "torch_real"] {
+            for f in std::fs::read_dir(dir.join(sub)).unwrap() {
+                let f = f.unwrap().path();
+                let mut text = String::new();
+                let file = std::fs::File::open(&f).unwrap();
+                if f.extension().is_some_and(|e| e == "gz") {
+                    flate2::read::MultiGzDecoder::new(file).read_to_string(&mut text)
+                } else {
+                    std::io::BufReader::new(file).read_to_string(&mut text)
                 }
-                "baseTimeNanoseconds" => {
-                    self.sink.base_ns = map.next_value::<Option<u64>>()?;
-                }
-                "distributedInfo" => {
-                    let v: serde_json::Value = map.next_value()?;
-                    self.sink.dist_rank = v.get("rank").and_then(|r| r.as_u64()).map(|r| r as u32);
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                .unwrap();
+                let want = reference(&text, u64::MAX).unwrap();
+                assert!(!want.0.is_empty());
+                assert_eq!(ours(&text, u64::MAX).unwrap(), want, "{}", f.display());
+                n += 1;
             }
         }
-        if !saw_events {
-            return Err(serde::de::Error::custom("no traceEvents array"));
-        }
-        Ok(())
+        assert!(n >= 4);
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-        EventsSeed { sink: self.sink }.visit_seq(seq)
-    }
-}
 
-struct EventsSeed<'s, 'a> {
-    sink: &'s mut Sink<'a>,
-}
-
-impl<'de> DeserializeSeed<'de> for EventsSeed<'_, '_> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for EventsSeed<'_, '_> {
-    type Value = ();
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an array of trace events")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(ev) = seq.next_element::<RawEvent>()? {
-            if !self.sink.push(ev) {
-                return Err(serde::de::Error::custom("event limit reached"));
+    #[test]
+    fn the_event_limit_counts_like_the_serde_json_loader() {
+        let doc = format!(r#"{{"traceEvents":[{}]}}"#, [EV; 10].join(","));
+        for max in [0, 5, 9, 10, 11] {
+            let want = reference(&doc, max).is_ok();
+            let got = ours(&doc, max);
+            assert_eq!(got.is_ok(), want, "{max}: {got:?}");
+            if let Err(e) = got {
+                assert!(
+                    e.contains(&format!("events exceeds the limit of {max}")),
+                    "{e}"
+                );
             }
         }
-        Ok(())
+    }
+
+    /// A trace of several MB whose strings are full of `,{"` (false event boundaries), parsed
+    /// in chunks on 4 threads: the same profile as the sequential serde_json loader.
+    #[test]
+    fn chunked_parallel_parse_equals_the_sequential_one() {
+        let fake = r#",{\"ph\":\"X\",\"name\":\"fake\"},{\"x\":1}"#.repeat(2000);
+        let mut evs = Vec::new();
+        for i in 0..30_000u32 {
+            let name = if i % 997 == 0 {
+                format!("trap{fake}")
+            } else {
+                format!("op{}", i % 13)
+            };
+            evs.push(format!(
+                r#"{{"ph":"X","cat":"{}","name":"{name}","pid":1,"tid":{},"ts":{}.{:03},"dur":{},"args":{{"Input Dims":[[{i}]],"n":{{"x":[{{"y":1}},{{"z":2}}]}}}}}}"#,
+                if i % 3 == 0 { "cpu_op" } else { "kernel" },
+                i % 4,
+                i * 10,
+                i % 1000,
+                i % 50
+            ));
+            if i % 100 == 0 {
+                evs.push(format!(
+                    r#"{{"ph":"i","name":"[memory]","pid":1,"tid":0,"ts":{},"args":{{"Bytes":{},"Addr":{}}}}}"#,
+                    i * 10 + 1,
+                    if i % 200 == 0 { 64 } else { -64 },
+                    i % 7
+                ));
+            }
+        }
+        let doc = format!(
+            "{{\"traceEvents\":[\n  {}\n],\"deviceProperties\":[{{\"a\":1}},{{\"b\":2}}]}}",
+            evs.join(",\n  ")
+        );
+        assert!(doc.len() > 4 * CHUNK_BYTES, "{}", doc.len());
+        let want = reference(&doc, u64::MAX).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        let got = pool.install(|| ours(&doc, u64::MAX)).unwrap();
+        assert_eq!(got, want);
+        // The cut guesses did land inside strings (so the re-parse path ran).
+        let first = doc.find('[').unwrap() + 4;
+        let n = (doc.len() - first) / CHUNK_BYTES;
+        let wrong = (1..n)
+            .filter_map(|i| next_boundary(doc.as_bytes(), first + (doc.len() - first) / n * i))
+            .filter(|&s| !doc[..s].ends_with(",\n  "))
+            .count();
+        assert!(wrong > 0);
+        // An error far into the array is found, with its line.
+        let bad = doc.replacen("\"op5\"", "\"op5\" x", 1);
+        let err = pool.install(|| ours(&bad, u64::MAX)).unwrap_err();
+        assert!(
+            err.contains("not a Chrome trace: expected `,` or `}` at line"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn comm_names_are_matched_ignoring_case_like_a_lower_cased_copy() {
+        for n in [
+            "ncclAllReduce",
+            "NCCL_x",
+            "hcom_allReduce__1",
+            "HCOMbroadcast",
+            "my_AllReduce_k",
+            "allreduc",
+            "gemm",
+            "",
+            "é_allreduce",
+            "xnccl",
+        ] {
+            let l = n.to_lowercase();
+            let want = l.starts_with("nccl") || l.starts_with("hcom") || l.contains("allreduce");
+            assert_eq!(is_comm_name(n), want, "{n}");
+        }
+    }
+
+    #[test]
+    fn utf8_is_checked_in_pieces_and_replaced_when_invalid() {
+        let mut bytes = "é".repeat(3 * CHUNK_BYTES).into_bytes();
+        assert!(matches!(text_of(&bytes), Cow::Borrowed(_)));
+        let at = bytes.len() / 2 + 1;
+        bytes[at] = 0xff;
+        let t = text_of(&bytes);
+        assert!(matches!(t, Cow::Owned(_)));
+        assert!(t.contains('\u{FFFD}'));
+        assert_eq!(t, String::from_utf8_lossy(&bytes));
     }
 }

@@ -14,9 +14,12 @@
 
 pub mod ascend;
 pub mod chrome;
+#[cfg(test)]
+mod chrome_reference;
 pub mod discover;
 pub mod error;
 pub mod html;
+mod json_reader;
 pub mod model;
 pub mod raw_input;
 pub mod summary;

@@ -12,6 +12,7 @@
 //! - a collective's bandwidth is bytes / (duration − wait), empty when bytes or wait are unknown.
 
 use crate::model::{Event, Loaded, Profile, Skipped, SourceFormat, Table, Track, NONE};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -340,7 +341,7 @@ fn files_below(dir: &std::path::Path, depth: usize) -> Vec<PathBuf> {
 /// Self time of every event (same order as `p.events`).
 pub fn self_times(p: &Profile) -> Vec<i64> {
     let mut selfs: Vec<i64> = p.events.iter().map(|e| e.dur).collect();
-    let mut by_lane: HashMap<(Track, u32), Vec<usize>> = HashMap::new();
+    let mut by_lane: FxHashMap<(Track, u32), Vec<usize>> = FxHashMap::default();
     for (i, e) in p.events.iter().enumerate() {
         by_lane.entry((e.track, e.thread)).or_default().push(i);
     }
@@ -422,7 +423,7 @@ fn op_tables(
     let mut rows: HashMap<(Track, String, u32, String), Acc> = HashMap::new();
     for (p, s) in profiles.iter().zip(selfs) {
         let roles = Roles::new(p);
-        let mut local: HashMap<(Track, u32, u32), Acc> = HashMap::new();
+        let mut local: FxHashMap<(Track, u32, u32), Acc> = FxHashMap::default();
         for (e, &st) in p.events.iter().zip(s) {
             if e.track.is_content() {
                 local
@@ -504,7 +505,16 @@ fn overlap(a: &Event, s: i64, e: i64) -> u64 {
 fn breakdown(profiles: &[Profile]) -> Vec<StepRow> {
     let mut rows: BTreeMap<(String, String, u32), StepRow> = BTreeMap::new();
     for (i, p) in profiles.iter().enumerate() {
-        let steps: Vec<&Event> = p.events.iter().filter(|e| e.track == Track::Step).collect();
+        // One pass for the few events the windows need (steps, role calls, phases).
+        let mut steps: Vec<&Event> = Vec::new();
+        let mut framing: Vec<&Event> = Vec::new();
+        for e in &p.events {
+            match e.track {
+                Track::Step => steps.push(e),
+                Track::RoleCall | Track::Phase => framing.push(e),
+                _ => {}
+            }
+        }
         let (run, label) = run_and_step(p);
         let windows: Vec<(String, Option<&Event>)> = if steps.is_empty() {
             vec![(label, None)]
@@ -524,7 +534,7 @@ fn breakdown(profiles: &[Profile]) -> Vec<StepRow> {
                 .unwrap_or((i64::MIN, i64::MAX));
             let mut roles = BTreeMap::new();
             let mut phases = BTreeMap::new();
-            for ev in &p.events {
+            for ev in framing.iter().copied() {
                 let map = match ev.track {
                     Track::RoleCall => &mut roles,
                     Track::Phase => &mut phases,
@@ -618,7 +628,7 @@ fn memory(index: usize, p: &Profile) -> MemSummary {
             .iter()
             .enumerate()
             .fold((0, i64::MIN), |b, (i, &v)| if v > b.1 { (i, v) } else { b });
-    let mut live: HashMap<u64, (i64, u32)> = HashMap::new();
+    let mut live: FxHashMap<u64, (i64, u32)> = FxHashMap::default();
     for m in &p.memory[..=peak_i] {
         if m.delta >= 0 {
             live.insert(m.addr, (m.delta, m.op));
@@ -626,7 +636,7 @@ fn memory(index: usize, p: &Profile) -> MemSummary {
             live.remove(&m.addr);
         }
     }
-    let mut by_op: HashMap<u32, (i64, u64)> = HashMap::new();
+    let mut by_op: FxHashMap<u32, (i64, u64)> = FxHashMap::default();
     for (bytes, op) in live.values() {
         let e = by_op.entry(*op).or_default();
         e.0 += bytes;

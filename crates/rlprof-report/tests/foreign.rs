@@ -256,3 +256,59 @@ fn real_pytorch_traces_load_with_ranks_steps_and_exact_op_times() {
         .collect();
     assert_eq!(steps.len(), 2, "one profiled step per rank: {steps:?}");
 }
+
+/// A trace over the memory-mapping threshold (1 MiB) and its gzip: both give the numbers the
+/// in-memory reader gives for the same text.
+#[test]
+fn a_mapped_large_trace_and_its_gzip_load_like_the_in_memory_text() {
+    let mut evs = vec![
+        r#"{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000000}"#
+            .to_string(),
+    ];
+    for i in 0..20_000u64 {
+        evs.push(format!(
+            r#"{{"ph":"X","cat":"cpu_op","name":"aten::op{}","pid":1,"tid":1,"ts":{}.5,"dur":40,"args":{{"Input Dims":[[{i},8]],"External id":{i}}}}}"#,
+            i % 7,
+            i * 50
+        ));
+        evs.push(format!(
+            r#"{{"ph":"i","name":"[memory]","pid":1,"tid":1,"ts":{}.75,"args":{{"Bytes":{},"Addr":{},"Total Allocated":{}}}}}"#,
+            i * 50,
+            if i % 2 == 0 { 512 } else { -512 },
+            i / 2,
+            (i % 2 + 1) * 512 % 1024
+        ));
+    }
+    let text = format!("{{\"traceEvents\":[\n{}\n]}}", evs.join(",\n"));
+    assert!(text.len() > 2 << 20);
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("big.pt.trace.json");
+    std::fs::write(&plain, &text).unwrap();
+    let gz = tmp.path().join("big_gz.pt.trace.json.gz");
+    let mut enc =
+        flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), Default::default());
+    enc.write_all(text.as_bytes()).unwrap();
+    enc.finish().unwrap();
+
+    let mut p = rlprof_report::model::Profile::new(
+        plain.clone(),
+        rlprof_report::model::SourceFormat::TorchTrace,
+        0,
+        "g".into(),
+    );
+    rlprof_report::chrome::read_stream(text.as_bytes(), &plain, &mut p, &Limits::default())
+        .unwrap();
+    let want = summarise(&rlprof_report::model::Loaded {
+        profiles: vec![p],
+        skipped: vec![],
+    });
+    for f in [&plain, &gz] {
+        let got = summarise(&load(f, &Limits::default()).unwrap());
+        assert_eq!(got.top, want.top, "{}", f.display());
+        assert_eq!(got.memory, want.memory, "{}", f.display());
+        assert_eq!(got.inputs[0].events, 20_001);
+        assert_eq!(got.inputs[0].memory_events, 20_000);
+    }
+    let op0 = want.top.iter().find(|r| r.name == "aten::op0").unwrap();
+    assert_eq!(op0.count, 20_000u64.div_ceil(7));
+}
