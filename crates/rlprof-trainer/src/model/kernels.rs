@@ -250,7 +250,26 @@ struct SiluMul;
 
 #[inline(always)]
 fn sigmoid(v: f32) -> f32 {
-    1.0 / (1.0 + (-v).exp())
+    1.0 / (1.0 + exp_poly(-v))
+}
+
+/// `exp(x)` by range reduction and a degree-5 polynomial (Cephes `expf`, about 1 ulp on the
+/// normal range; clamped to `[-87.3, 88.7]`). Plain arithmetic, so that the element-wise maps
+/// vectorise (the libm call does not).
+#[inline(always)]
+fn exp_poly(x: f32) -> f32 {
+    let x = x.clamp(-87.3, 88.7);
+    let fx = (x * std::f32::consts::LOG2_E + 0.5).floor();
+    let r = x - fx * 0.693_359_4 + fx * 2.121_944_4e-4;
+    let z = r * r;
+    let y = (((((1.987_569_2e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
+        + 1.666_666_5e-1)
+        * r
+        + 5.000_000_1e-1)
+        * z
+        + r
+        + 1.0;
+    y * f32::from_bits(((fx as i32 + 127) as u32) << 23)
 }
 
 #[inline(always)]
@@ -299,6 +318,37 @@ impl CustomOp2 for SiluMul {
     }
 }
 
+#[inline(always)]
+fn map2<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], f: &F) -> Vec<f32> {
+    a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn map2_avx2<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], f: &F) -> Vec<f32> {
+    map2(a, b, f)
+}
+
+#[inline(always)]
+fn map3<F: Fn(f32, f32, f32) -> f32>(a: &[f32], b: &[f32], c: &[f32], f: &F) -> Vec<f32> {
+    a.iter()
+        .zip(b)
+        .zip(c)
+        .map(|((&x, &y), &z)| f(x, y, z))
+        .collect()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn map3_avx2<F: Fn(f32, f32, f32) -> f32>(
+    a: &[f32],
+    b: &[f32],
+    c: &[f32],
+    f: &F,
+) -> Vec<f32> {
+    map3(a, b, c, f)
+}
+
 /// An element-wise map of two contiguous same-shape f32 tensors (no backward). Generic over the
 /// function so that it inlines into the loop (a `fn` pointer costs an indirect call per element).
 struct Map2<F>(&'static str, F);
@@ -317,8 +367,17 @@ impl<F: Fn(f32, f32) -> f32 + Send + Sync> CustomOp2 for Map2<F> {
     ) -> Result<(CpuStorage, Shape)> {
         let (a, _) = f32_rows(s1, l1, self.0)?;
         let (b, _) = f32_rows(s2, l2, self.0)?;
-        let out = a.iter().zip(b).map(|(&x, &y)| (self.1)(x, y)).collect();
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        if a.len() != b.len() {
+            candle_core::bail!("{}: {} vs {} elements", self.0, a.len(), b.len())
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX2 and FMA (checked above).
+            let out = unsafe { map2_avx2(a, b, &self.1) };
+            return Ok((CpuStorage::F32(out), l1.shape().clone()));
+        }
+        Ok((CpuStorage::F32(map2(a, b, &self.1)), l1.shape().clone()))
     }
 }
 
@@ -343,13 +402,17 @@ impl<F: Fn(f32, f32, f32) -> f32 + Send + Sync> CustomOp3 for Map3<F> {
         let (a, _) = f32_rows(s1, l1, self.0)?;
         let (b, _) = f32_rows(s2, l2, self.0)?;
         let (c, _) = f32_rows(s3, l3, self.0)?;
-        let out = a
-            .iter()
-            .zip(b)
-            .zip(c)
-            .map(|((&x, &y), &z)| (self.1)(x, y, z))
-            .collect();
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        if a.len() != b.len() || a.len() != c.len() {
+            candle_core::bail!("{}: operands differ in length", self.0)
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX2 and FMA (checked above).
+            let out = unsafe { map3_avx2(a, b, c, &self.1) };
+            return Ok((CpuStorage::F32(out), l1.shape().clone()));
+        }
+        Ok((CpuStorage::F32(map3(a, b, c, &self.1)), l1.shape().clone()))
     }
 }
 
@@ -486,6 +549,260 @@ impl CustomOp3 for RopeBthd {
         let transposed = RopeBthd { sign: -self.sign };
         let dx = grad.contiguous()?.apply_op3_no_bwd(cos, sin, &transposed)?;
         Ok((Some(dx), None, None))
+    }
+}
+
+/// `dst (m x n) = [dst +] lhs (m x k) * rhs (k x n)` with explicit element strides (row, column)
+/// of each operand: candle's CPU matmul kernel (gemm), single-threaded unless candle's thread
+/// count says otherwise.
+#[allow(clippy::too_many_arguments)]
+fn gemm_f32(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [f32],
+    accumulate: bool,
+    lhs: &[f32],
+    (lhs_rs, lhs_cs): (usize, usize),
+    rhs: &[f32],
+    (rhs_rs, rhs_cs): (usize, usize),
+) {
+    assert!(dst.len() >= m * n, "gemm: dst too short");
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            dst[..m * n].iter_mut().for_each(|d| *d = 0.0);
+        }
+        return;
+    }
+    let last = |rs: usize, cs: usize, r: usize, c: usize| (r - 1) * rs + (c - 1) * cs;
+    assert!(
+        lhs.len() > last(lhs_rs, lhs_cs, m, k) && rhs.len() > last(rhs_rs, rhs_cs, k, n),
+        "gemm: operand too short"
+    );
+    let threads = candle_core::utils::get_num_threads();
+    let par = if threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: every index gemm touches is inside the slices (checked above: the last element
+    // of each operand is in bounds and strides are non-negative); dst does not alias the inputs
+    // (it is a distinct &mut).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            lhs.as_ptr(),
+            lhs_cs as isize,
+            lhs_rs as isize,
+            rhs.as_ptr(),
+            rhs_cs as isize,
+            rhs_rs as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            par,
+        )
+    }
+}
+
+/// A fused linear layer `y = x W^T [+ add]`, `x` `[.., in]`, `W` `[out, in]`, `add` either a
+/// bias `[out]` or a residual of the output's shape: one gemm with the addend as its initial
+/// destination. Backward: `dx = g W`, `dW = g^T x` (two gemms on the stored layouts, no
+/// transposed copies), `dbias = column sums of g`, `dresidual = g`.
+pub fn linear(x: &Tensor, w: &Tensor, add: Option<&Tensor>) -> Result<Tensor> {
+    let (x, w) = (x.contiguous()?, w.contiguous()?);
+    match add {
+        Some(a) => x.apply_op3(&w, &a.contiguous()?, Linear),
+        None => x.apply_op2(&w, Linear),
+    }
+}
+
+struct Linear;
+
+/// `(rows, in, out)` of a linear layer, checked.
+fn linear_dims(x: &Layout, w: &Layout) -> Result<(usize, usize, usize)> {
+    let (out_f, in_f) = match *w.dims() {
+        [o, i] => (o, i),
+        _ => candle_core::bail!("linear: weight must be 2-D, got {:?}", w.dims()),
+    };
+    let xd = x.dims();
+    if xd.last() != Some(&in_f) {
+        candle_core::bail!("linear: input {xd:?} does not fit weight {:?}", w.dims())
+    }
+    Ok((x.shape().elem_count() / in_f.max(1), in_f, out_f))
+}
+
+fn linear_shape(x: &Layout, out_f: usize) -> Shape {
+    let mut d = x.dims().to_vec();
+    *d.last_mut().expect("rank >= 1") = out_f;
+    Shape::from(d)
+}
+
+fn linear_fwd(
+    s1: &CpuStorage,
+    l1: &Layout,
+    s2: &CpuStorage,
+    l2: &Layout,
+    add: Option<(&CpuStorage, &Layout)>,
+) -> Result<(CpuStorage, Shape)> {
+    let (x, _) = f32_rows(s1, l1, "linear")?;
+    let (w, _) = f32_rows(s2, l2, "linear")?;
+    let (rows, in_f, out_f) = linear_dims(l1, l2)?;
+    let mut dst = match add {
+        None => vec![0f32; rows * out_f],
+        Some((s3, l3)) => {
+            let (a, _) = f32_rows(s3, l3, "linear")?;
+            if a.len() == out_f {
+                let mut d = Vec::with_capacity(rows * out_f);
+                for _ in 0..rows {
+                    d.extend_from_slice(a);
+                }
+                d
+            } else if a.len() == rows * out_f {
+                a.to_vec()
+            } else {
+                candle_core::bail!(
+                    "linear: addend {:?} fits neither bias nor output",
+                    l3.dims()
+                )
+            }
+        }
+    };
+    gemm_f32(
+        rows,
+        out_f,
+        in_f,
+        &mut dst,
+        add.is_some(),
+        x,
+        (in_f, 1),
+        w,
+        (1, in_f),
+    );
+    Ok((CpuStorage::F32(dst), linear_shape(l1, out_f)))
+}
+
+fn cpu_f32(t: &Tensor, what: &str) -> Result<Vec<f32>> {
+    // the gradient and inputs are small next to the gemms; a copy keeps the locking simple
+    if !t.is_contiguous() {
+        candle_core::bail!("linear backward: {what} must be contiguous")
+    }
+    t.flatten_all()?.to_vec1::<f32>()
+}
+
+/// `(dx, dW, column sums of g)` of a linear layer.
+fn linear_bwd(x: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor, Vec<f32>)> {
+    let (out_f, in_f) = w.dims2()?;
+    let rows = x.elem_count() / in_f.max(1);
+    let g = g.contiguous()?;
+    let (gv, xv, wv) = (cpu_f32(&g, "grad")?, cpu_f32(x, "x")?, cpu_f32(w, "w")?);
+    let mut dx = vec![0f32; rows * in_f];
+    gemm_f32(
+        rows,
+        in_f,
+        out_f,
+        &mut dx,
+        false,
+        &gv,
+        (out_f, 1),
+        &wv,
+        (in_f, 1),
+    );
+    let mut dw = vec![0f32; out_f * in_f];
+    gemm_f32(
+        out_f,
+        in_f,
+        rows,
+        &mut dw,
+        false,
+        &gv,
+        (1, out_f),
+        &xv,
+        (in_f, 1),
+    );
+    let mut db = vec![0f32; out_f];
+    for r in gv.chunks_exact(out_f.max(1)) {
+        for (d, &v) in db.iter_mut().zip(r) {
+            *d += v;
+        }
+    }
+    Ok((
+        Tensor::from_vec(dx, x.shape(), x.device())?,
+        Tensor::from_vec(dw, w.shape(), w.device())?,
+        db,
+    ))
+}
+
+impl CustomOp2 for Linear {
+    fn name(&self) -> &'static str {
+        "rlprof-linear"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        linear_fwd(s1, l1, s2, l2, None)
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let (dx, dw, _) = linear_bwd(x, w, grad)?;
+        Ok((Some(dx), Some(dw)))
+    }
+}
+
+impl CustomOp3 for Linear {
+    fn name(&self) -> &'static str {
+        "rlprof-linear-add"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        linear_fwd(s1, l1, s2, l2, Some((s3, l3)))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        add: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (dx, dw, db) = linear_bwd(x, w, grad)?;
+        let da = if add.rank() == 1 {
+            Tensor::from_vec(db, add.shape(), add.device())?
+        } else {
+            grad.clone()
+        };
+        Ok((Some(dx), Some(dw), Some(da)))
     }
 }
 
@@ -1414,6 +1731,50 @@ mod tests {
                         .unwrap()
                 },
                 1e-5,
+            );
+        }
+    }
+
+    #[test]
+    fn linear_matches_matmul_with_bias_and_residual() {
+        let (x, w) = (var(&[2, 5, 6], 1.0), var(&[4, 6], 1.0));
+        let (b, r) = (var(&[4], 1.0), var(&[2, 5, 4], 1.0));
+        let mm = |x: &Tensor, w: &Tensor| {
+            x.reshape((10, 6))
+                .unwrap()
+                .matmul(&w.t().unwrap())
+                .unwrap()
+                .reshape((2, 5, 4))
+                .unwrap()
+        };
+        check(
+            &[&x, &w],
+            |t| linear(t[0], t[1], None).unwrap(),
+            |t| mm(t[0], t[1]),
+            1e-5,
+        );
+        check(
+            &[&x, &w, &b],
+            |t| linear(t[0], t[1], Some(t[2])).unwrap(),
+            |t| mm(t[0], t[1]).broadcast_add(t[2]).unwrap(),
+            1e-5,
+        );
+        check(
+            &[&x, &w, &r],
+            |t| linear(t[0], t[1], Some(t[2])).unwrap(),
+            |t| mm(t[0], t[1]).add(t[2]).unwrap(),
+            1e-5,
+        );
+    }
+
+    #[test]
+    fn polynomial_exp_is_within_a_few_ulp() {
+        for i in -8000..=8000 {
+            let x = i as f32 * 0.01;
+            let (ours, libm) = (exp_poly(x), x.exp());
+            assert!(
+                ((ours - libm) / libm).abs() < 5e-7,
+                "exp({x}): {ours} vs {libm}"
             );
         }
     }

@@ -148,19 +148,48 @@ struct Linear {
 
 impl Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward_add(x, None)
+    }
+
+    /// `x W^T + b [+ residual]`: on the CPU one fused op (the residual and bias are the gemm's
+    /// initial destination), elsewhere matmul and adds.
+    fn forward_add(&self, x: &Tensor, residual: Option<(&Tensor, NameId)>) -> Result<Tensor> {
         let (out_f, in_f) = self.w.dims2()?;
         let dims = x.dims().to_vec();
         let rows: usize = dims[..dims.len() - 1].iter().product();
+        let flops = 2 * (rows * in_f * out_f) as u64;
+        if kernels::supported(x) {
+            let addend = match (&self.b, residual) {
+                (Some(b), None) => Some(b),
+                (None, Some((r, _))) => Some(r),
+                _ => None,
+            };
+            let mut y = t!(
+                "linear",
+                self.module,
+                [x, &self.w],
+                flops,
+                kernels::linear(x, &self.w, addend)
+            )?;
+            if let (Some(b), Some((r, m))) = (&self.b, residual) {
+                y = t!("add", self.module, [&y, b], 0, y.broadcast_add(b))?;
+                y = t!("add", m, [r, &y], 0, r.add(&y))?;
+            }
+            return Ok(y);
+        }
         let x2 = x.reshape((rows, in_f))?;
         let wt = self.w.t()?;
-        let flops = 2 * (rows * in_f * out_f) as u64;
         let mut y = t!("matmul", self.module, [&x2, &self.w], flops, x2.matmul(&wt))?;
         if let Some(b) = &self.b {
             y = t!("add", self.module, [&y, b], 0, y.broadcast_add(b))?;
         }
         let mut out_dims = dims;
         *out_dims.last_mut().expect("rank >= 1") = out_f;
-        y.reshape(out_dims)
+        let y = y.reshape(out_dims)?;
+        match residual {
+            Some((r, m)) => t!("add", m, [r, &y], 0, r.add(&y)),
+            None => Ok(y),
+        }
     }
 }
 
@@ -580,11 +609,10 @@ impl Transformer {
         for (li, layer) in self.layers.iter().enumerate() {
             let h = layer.norm1.forward(&x)?;
             let kv = cache.as_deref_mut().map(|c| &mut c.layers[li]);
-            let a = layer.attn.forward(&h, &rope, &mask, kv, capacity)?;
-            x = t!("add", layer.attn.module, [&x, &a], 0, x.add(&a))?;
+            // residual adds fused into the output projections
+            x = layer.attn.forward(&h, &rope, &mask, kv, capacity, &x)?;
             let h = layer.norm2.forward(&x)?;
-            let m = layer.mlp.forward(&h)?;
-            x = t!("add", layer.mlp.module, [&x, &m], 0, x.add(&m))?;
+            x = layer.mlp.forward(&h, &x)?;
         }
         Ok(x)
     }
@@ -697,6 +725,7 @@ impl Attention {
         mask: &AttnMask,
         cache: Option<&mut Option<LayerCache>>,
         capacity: usize,
+        residual: &Tensor,
     ) -> Result<Tensor> {
         let (b, t, _) = x.dims3()?;
         let (h, kvh, hd) = (self.heads, self.kv_heads, self.head_dim);
@@ -756,7 +785,8 @@ impl Attention {
                 out.transpose(1, 2)?.contiguous()?
             }
         };
-        self.o.forward(&out.reshape((b, t, h * hd))?)
+        self.o
+            .forward_add(&out.reshape((b, t, h * hd))?, Some((residual, m)))
     }
 }
 
@@ -772,12 +802,13 @@ fn repeat_kv(x: &Tensor, n: usize) -> Result<Tensor> {
 }
 
 impl Mlp {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    /// `residual + down(silu(gate(x)) * up(x))`.
+    fn forward(&self, x: &Tensor, residual: &Tensor) -> Result<Tensor> {
         let m = self.module;
         let g = self.gate.forward(x)?;
         let u = self.up.forward(x)?;
         let gu = t!("silu_mul", m, [&g, &u], 0, kernels::silu_mul(&g, &u))?;
-        self.down.forward(&gu)
+        self.down.forward_add(&gu, Some((residual, m)))
     }
 }
 
