@@ -318,9 +318,18 @@ impl CustomOp2 for SiluMul {
     }
 }
 
+/// Plain indexed loops (not `collect`, whose `from_iter` is a separate function compiled without
+/// the caller's target features, so it would not vectorise inside the AVX2 wrappers).
 #[inline(always)]
+#[allow(clippy::needless_range_loop)]
 fn map2<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], f: &F) -> Vec<f32> {
-    a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut out = vec![0f32; n];
+    for i in 0..n {
+        out[i] = f(a[i], b[i]);
+    }
+    out
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -330,12 +339,15 @@ unsafe fn map2_avx2<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], f: &F) -> Vec<
 }
 
 #[inline(always)]
+#[allow(clippy::needless_range_loop)]
 fn map3<F: Fn(f32, f32, f32) -> f32>(a: &[f32], b: &[f32], c: &[f32], f: &F) -> Vec<f32> {
-    a.iter()
-        .zip(b)
-        .zip(c)
-        .map(|((&x, &y), &z)| f(x, y, z))
-        .collect()
+    let n = a.len().min(b.len()).min(c.len());
+    let (a, b, c) = (&a[..n], &b[..n], &c[..n]);
+    let mut out = vec![0f32; n];
+    for i in 0..n {
+        out[i] = f(a[i], b[i], c[i]);
+    }
+    out
 }
 
 #[cfg(target_arch = "x86_64")]
