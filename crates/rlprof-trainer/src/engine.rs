@@ -590,6 +590,10 @@ impl SeqBatch {
                 s.prompt_ids.len() + s.response.len(),
             ));
             v.resize(p + r, false);
+            // The last response token is only a target: no logit reads it (causal attention),
+            // so the forward pass stops one position short.
+            row.truncate(p + r - 1);
+            v.truncate(p + r - 1);
             let mut t = s.response.clone();
             t.resize(r, pad);
             targets.push(t);

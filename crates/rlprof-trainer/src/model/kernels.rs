@@ -1183,8 +1183,14 @@ fn attn_dims(q: [usize; 4], k: [usize; 4], v: [usize; 4], mask: &HostMask) -> Re
     })
 }
 
+/// Dot product; with `AVX` (only inside the AVX2+FMA wrappers) by 8-wide fused multiply-adds.
 #[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+fn dot<const AVX: bool>(a: &[f32], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if AVX {
+        // SAFETY: AVX is only true in functions called after the CPU was checked for AVX2+FMA.
+        return unsafe { dot_avx2(a, b) };
+    }
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let (ra, rb) = (ca.remainder(), cb.remainder());
@@ -1196,6 +1202,35 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
     for (x, y) in ra.iter().zip(rb) {
         s += x * y;
+    }
+    s
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    let mut acc = _mm256_setzero_ps();
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: i + 8 <= n, inside both slices.
+        let (x, y) = unsafe {
+            (
+                _mm256_loadu_ps(a.as_ptr().add(i)),
+                _mm256_loadu_ps(b.as_ptr().add(i)),
+            )
+        };
+        acc = _mm256_fmadd_ps(x, y, acc);
+        i += 8;
+    }
+    let s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    let mut s = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+    while i < n {
+        s += a[i] * b[i];
+        i += 1;
     }
     s
 }
@@ -1221,7 +1256,7 @@ fn kept_keys(mrow: &[f32], idx: &mut Vec<usize>) {
 /// Normalised probabilities `p[n]` of query row `qr` over keys `idx` (head `kh` of batch `bi`).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn attn_probs(
+fn attn_probs<const AVX: bool>(
     qr: &[f32],
     k: View,
     bi: usize,
@@ -1234,21 +1269,25 @@ fn attn_probs(
 ) {
     let mut m = f32::NEG_INFINITY;
     for (pn, &j) in p.iter_mut().zip(idx) {
-        let s = dot(qr, k.row(bi, j, kh, d)) * scale + mrow[j];
+        let s = dot::<AVX>(qr, k.row(bi, j, kh, d)) * scale + mrow[j];
         *pn = s;
         m = m.max(s);
     }
-    let mut sum = 0.0;
-    for pn in p.iter_mut() {
-        *pn = (*pn - m).exp();
-        sum += *pn;
-    }
+    p.iter_mut().for_each(|pn| *pn = exp_poly(*pn - m));
+    let sum: f32 = p.iter().sum();
     let inv = 1.0 / sum;
     p.iter_mut().for_each(|pn| *pn *= inv);
 }
 
 #[inline(always)]
-fn attn_fwd_impl(q: View, k: View, v: View, mask: &HostMask, a: AttnDims, scale: f32) -> Vec<f32> {
+fn attn_fwd_impl<const AVX: bool>(
+    q: View,
+    k: View,
+    v: View,
+    mask: &HostMask,
+    a: AttnDims,
+    scale: f32,
+) -> Vec<f32> {
     let AttnDims {
         b,
         t,
@@ -1268,7 +1307,7 @@ fn attn_fwd_impl(q: View, k: View, v: View, mask: &HostMask, a: AttnDims, scale:
             let p = &mut p[..idx.len()];
             for hi in 0..h {
                 let kh = hi / group;
-                attn_probs(q.row(bi, i, hi, d), k, bi, kh, d, &idx, mrow, scale, p);
+                attn_probs::<AVX>(q.row(bi, i, hi, d), k, bi, kh, d, &idx, mrow, scale, p);
                 let o = ((bi * t + i) * h + hi) * d;
                 let orow = &mut out[o..o + d];
                 for (&pn, &j) in p.iter().zip(idx.iter()) {
@@ -1281,7 +1320,7 @@ fn attn_fwd_impl(q: View, k: View, v: View, mask: &HostMask, a: AttnDims, scale:
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn attn_fwd_avx2(
     q: View,
     k: View,
@@ -1290,16 +1329,16 @@ unsafe fn attn_fwd_avx2(
     a: AttnDims,
     scale: f32,
 ) -> Vec<f32> {
-    attn_fwd_impl(q, k, v, mask, a, scale)
+    attn_fwd_impl::<true>(q, k, v, mask, a, scale)
 }
 
 fn attn_fwd(q: View, k: View, v: View, mask: &HostMask, a: AttnDims, scale: f32) -> Vec<f32> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked above).
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU supports AVX2 and FMA (checked above).
         return unsafe { attn_fwd_avx2(q, k, v, mask, a, scale) };
     }
-    attn_fwd_impl(q, k, v, mask, a, scale)
+    attn_fwd_impl::<false>(q, k, v, mask, a, scale)
 }
 
 /// `(dq, dk, dv)` of [`attention`] for output gradient `g` (contiguous `[B, T, H, D]`).
@@ -1307,7 +1346,7 @@ type AttnGrads = (Vec<f32>, Vec<f32>, Vec<f32>);
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn attn_bwd_impl(
+fn attn_bwd_impl<const AVX: bool>(
     q: View,
     k: View,
     v: View,
@@ -1339,11 +1378,11 @@ fn attn_bwd_impl(
             for hi in 0..h {
                 let kh = hi / group;
                 let qr = q.row(bi, i, hi, d);
-                attn_probs(qr, k, bi, kh, d, &idx, mrow, scale, p);
+                attn_probs::<AVX>(qr, k, bi, kh, d, &idx, mrow, scale, p);
                 let gr = g.row(bi, i, hi, d);
                 let mut dsum = 0.0;
                 for ((dpn, &pn), &j) in dp.iter_mut().zip(p.iter()).zip(idx.iter()) {
-                    *dpn = dot(gr, v.row(bi, j, kh, d));
+                    *dpn = dot::<AVX>(gr, v.row(bi, j, kh, d));
                     dsum += pn * *dpn;
                 }
                 let qo = ((bi * t + i) * h + hi) * d;
@@ -1361,7 +1400,7 @@ fn attn_bwd_impl(
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn attn_bwd_avx2(
     q: View,
     k: View,
@@ -1371,7 +1410,7 @@ unsafe fn attn_bwd_avx2(
     a: AttnDims,
     scale: f32,
 ) -> AttnGrads {
-    attn_bwd_impl(q, k, v, g, mask, a, scale)
+    attn_bwd_impl::<true>(q, k, v, g, mask, a, scale)
 }
 
 fn attn_bwd(
@@ -1384,11 +1423,11 @@ fn attn_bwd(
     scale: f32,
 ) -> AttnGrads {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked above).
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU supports AVX2 and FMA (checked above).
         return unsafe { attn_bwd_avx2(q, k, v, g, mask, a, scale) };
     }
-    attn_bwd_impl(q, k, v, g, mask, a, scale)
+    attn_bwd_impl::<false>(q, k, v, g, mask, a, scale)
 }
 
 fn cpu_of<'a>(s: &'a Storage, what: &str) -> Result<&'a CpuStorage> {
@@ -1788,6 +1827,20 @@ mod tests {
                 ((ours - libm) / libm).abs() < 5e-7,
                 "exp({x}): {ours} vs {libm}"
             );
+        }
+    }
+
+    #[test]
+    fn avx2_dot_matches_the_portable_dot() {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            for n in [0, 3, 8, 32, 37] {
+                let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+                let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+                let (x, y) = (dot::<false>(&a, &b), dot::<true>(&a, &b));
+                assert!((x - y).abs() < 1e-5, "n {n}: {x} vs {y}");
+            }
         }
     }
 }
