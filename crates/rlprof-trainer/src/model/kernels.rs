@@ -705,48 +705,55 @@ fn linear_fwd(
     Ok((CpuStorage::F32(dst), linear_shape(l1, out_f)))
 }
 
-fn cpu_f32(t: &Tensor, what: &str) -> Result<Vec<f32>> {
-    // the gradient and inputs are small next to the gemms; a copy keeps the locking simple
-    if !t.is_contiguous() {
-        candle_core::bail!("linear backward: {what} must be contiguous")
-    }
-    t.flatten_all()?.to_vec1::<f32>()
-}
-
-/// `(dx, dW, column sums of g)` of a linear layer.
+/// `(dx, dW, column sums of g)` of a linear layer, reading the operands in place.
 fn linear_bwd(x: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor, Vec<f32>)> {
     let (out_f, in_f) = w.dims2()?;
     let rows = x.elem_count() / in_f.max(1);
-    let g = g.contiguous()?;
-    let (gv, xv, wv) = (cpu_f32(&g, "grad")?, cpu_f32(x, "x")?, cpu_f32(w, "w")?);
+    let (x, w, g) = (x.contiguous()?, w.contiguous()?, g.contiguous()?);
     let mut dx = vec![0f32; rows * in_f];
-    gemm_f32(
-        rows,
-        in_f,
-        out_f,
-        &mut dx,
-        false,
-        &gv,
-        (out_f, 1),
-        &wv,
-        (in_f, 1),
-    );
     let mut dw = vec![0f32; out_f * in_f];
-    gemm_f32(
-        out_f,
-        in_f,
-        rows,
-        &mut dw,
-        false,
-        &gv,
-        (1, out_f),
-        &xv,
-        (in_f, 1),
-    );
     let mut db = vec![0f32; out_f];
-    for r in gv.chunks_exact(out_f.max(1)) {
-        for (d, &v) in db.iter_mut().zip(r) {
-            *d += v;
+    {
+        let (gs, gl) = g.storage_and_layout();
+        let (xs, xl) = x.storage_and_layout();
+        let (ws, wl) = w.storage_and_layout();
+        let (gv, _) = f32_rows(cpu_of(&gs, "grad")?, gl, "linear backward")?;
+        let (xv, _) = f32_rows(cpu_of(&xs, "x")?, xl, "linear backward")?;
+        let (wv, _) = f32_rows(cpu_of(&ws, "w")?, wl, "linear backward")?;
+        if gv.len() != rows * out_f || xv.len() != rows * in_f || wv.len() != out_f * in_f {
+            candle_core::bail!(
+                "linear backward: grad {:?}, x {:?}, w {:?}",
+                gl.dims(),
+                xl.dims(),
+                wl.dims()
+            )
+        }
+        gemm_f32(
+            rows,
+            in_f,
+            out_f,
+            &mut dx,
+            false,
+            gv,
+            (out_f, 1),
+            wv,
+            (in_f, 1),
+        );
+        gemm_f32(
+            out_f,
+            in_f,
+            rows,
+            &mut dw,
+            false,
+            gv,
+            (1, out_f),
+            xv,
+            (in_f, 1),
+        );
+        for r in gv.chunks_exact(out_f.max(1)) {
+            for (d, &v) in db.iter_mut().zip(r) {
+                *d += v;
+            }
         }
     }
     Ok((
@@ -1433,7 +1440,7 @@ fn attn_bwd(
 fn cpu_of<'a>(s: &'a Storage, what: &str) -> Result<&'a CpuStorage> {
     match s {
         Storage::Cpu(c) => Ok(c),
-        _ => candle_core::bail!("attention: {what} must be on the CPU"),
+        _ => candle_core::bail!("{what} must be on the CPU"),
     }
 }
 
