@@ -9,7 +9,8 @@ use crate::config::TrainConfig;
 use crate::data::Prompt;
 use crate::error::{Result, TrainerError};
 use crate::model::{
-    ids_tensor, token_logprobs, Attn, KvCache, ModelConfig, ParamStore, Transformer,
+    ids_tensor, token_logprob_only, token_logprobs, Attn, KvCache, ModelConfig, ParamStore,
+    Transformer,
 };
 use crate::optim::{clip_coef, AdamW, ShardedAdamW};
 use crate::reward;
@@ -227,7 +228,7 @@ impl<C: Communicator> Engine<C> {
         let mut rngs: Vec<StdRng> = (0..b)
             .map(|i| StdRng::seed_from_u64(mix(s.seed, (row_base + i) as u64)))
             .collect();
-        let mut cache = KvCache::new(self.mcfg.num_hidden_layers);
+        let mut cache = KvCache::with_capacity(self.mcfg.num_hidden_layers, p + s.max_tokens);
         let attn = Attn::full(&valid, &self.device)?;
         let logits =
             model.forward_last(&ids_tensor(&ids, &self.device)?, &attn, Some(&mut cache))?;
@@ -334,7 +335,7 @@ impl<C: Communicator> Engine<C> {
             let _it = iteration(IterKind::MicroBatch);
             let refs: Vec<&Sample> = chunk.iter().collect();
             let batch = SeqBatch::new(&refs, self.tok.pad_id, &self.device)?;
-            let (lp, _) = batch.logprobs(model, temp)?;
+            let lp = batch.logprobs_only(model, temp)?;
             let rows = lp.to_vec2::<f32>()?;
             for (s, row) in chunk.iter_mut().zip(rows) {
                 let v = row[..s.response.len()].to_vec();
@@ -589,6 +590,10 @@ impl SeqBatch {
                 s.prompt_ids.len() + s.response.len(),
             ));
             v.resize(p + r, false);
+            // The last response token is only a target: no logit reads it (causal attention),
+            // so the forward pass stops one position short.
+            row.truncate(p + r - 1);
+            v.truncate(p + r - 1);
             let mut t = s.response.clone();
             t.resize(r, pad);
             targets.push(t);
@@ -608,9 +613,14 @@ impl SeqBatch {
 
     /// Log-probs and entropies `[B, R]` of the response tokens under `model`.
     pub fn logprobs(&self, model: &Transformer, temp: f32) -> Result<(Tensor, Tensor)> {
-        let logits = model.forward(&self.ids, &self.attn, None)?;
-        let resp = logits.narrow(1, self.p - 1, self.r)?;
+        let resp = model.forward_span(&self.ids, &self.attn, self.p - 1, self.r)?;
         Ok(token_logprobs(&resp, &self.targets, temp)?)
+    }
+
+    /// Log-probs `[B, R]` of the response tokens under `model`, without entropies.
+    pub fn logprobs_only(&self, model: &Transformer, temp: f32) -> Result<Tensor> {
+        let resp = model.forward_span(&self.ids, &self.attn, self.p - 1, self.r)?;
+        Ok(token_logprob_only(&resp, &self.targets, temp)?)
     }
 
     /// A `[B, R]` tensor of per-token values (zero-padded).

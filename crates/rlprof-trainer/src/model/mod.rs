@@ -148,19 +148,48 @@ struct Linear {
 
 impl Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward_add(x, None)
+    }
+
+    /// `x W^T + b [+ residual]`: on the CPU one fused op (the residual and bias are the gemm's
+    /// initial destination), elsewhere matmul and adds.
+    fn forward_add(&self, x: &Tensor, residual: Option<(&Tensor, NameId)>) -> Result<Tensor> {
         let (out_f, in_f) = self.w.dims2()?;
         let dims = x.dims().to_vec();
         let rows: usize = dims[..dims.len() - 1].iter().product();
+        let flops = 2 * (rows * in_f * out_f) as u64;
+        if kernels::supported(x) {
+            let addend = match (&self.b, residual) {
+                (Some(b), None) => Some(b),
+                (None, Some((r, _))) => Some(r),
+                _ => None,
+            };
+            let mut y = t!(
+                "linear",
+                self.module,
+                [x, &self.w],
+                flops,
+                kernels::linear(x, &self.w, addend)
+            )?;
+            if let (Some(b), Some((r, m))) = (&self.b, residual) {
+                y = t!("add", self.module, [&y, b], 0, y.broadcast_add(b))?;
+                y = t!("add", m, [r, &y], 0, r.add(&y))?;
+            }
+            return Ok(y);
+        }
         let x2 = x.reshape((rows, in_f))?;
         let wt = self.w.t()?;
-        let flops = 2 * (rows * in_f * out_f) as u64;
         let mut y = t!("matmul", self.module, [&x2, &self.w], flops, x2.matmul(&wt))?;
         if let Some(b) = &self.b {
             y = t!("add", self.module, [&y, b], 0, y.broadcast_add(b))?;
         }
         let mut out_dims = dims;
         *out_dims.last_mut().expect("rank >= 1") = out_f;
-        y.reshape(out_dims)
+        let y = y.reshape(out_dims)?;
+        match residual {
+            Some((r, m)) => t!("add", m, [r, &y], 0, r.add(&y)),
+            None => Ok(y),
+        }
     }
 }
 
@@ -236,17 +265,105 @@ struct Layer {
     mlp: Mlp,
 }
 
-/// Per-layer key/value cache for incremental decoding: `[B, kv_heads, T, head_dim]` each.
+/// Per-layer key/value cache for incremental decoding: `[B, capacity, kv_heads, head_dim]`
+/// buffers written in place (no-grad models), the first `len` positions valid.
 #[derive(Default)]
 pub struct KvCache {
-    layers: Vec<Option<(Tensor, Tensor)>>,
+    layers: Vec<Option<LayerCache>>,
+    capacity: usize,
+}
+
+struct LayerCache {
+    k: CacheBuf,
+    v: CacheBuf,
+}
+
+/// One cached tensor: `[B, capacity, kv_heads, head_dim]`, the first `len` positions valid.
+struct CacheBuf {
+    buf: Tensor,
+    len: usize,
+}
+
+impl CacheBuf {
+    /// Appends `x` `[B, T, kvh, hd]` and returns a view of every cached position. In place into
+    /// a preallocated buffer when `in_place` (no gradient flows through a cache write), else by
+    /// concatenation (tracked).
+    fn append(
+        slot: Option<&mut CacheBuf>,
+        x: &Tensor,
+        capacity: usize,
+        in_place: bool,
+    ) -> Result<(Tensor, Option<CacheBuf>)> {
+        let (b, t, kvh, hd) = x.dims4()?;
+        match slot {
+            None if in_place && capacity > t => {
+                let buf = Tensor::zeros((b, capacity, kvh, hd), x.dtype(), x.device())?;
+                buf.slice_set(&x.contiguous()?, 1, 0)?;
+                Ok((x.clone(), Some(CacheBuf { buf, len: t })))
+            }
+            None => Ok((
+                x.clone(),
+                Some(CacheBuf {
+                    buf: x.clone(),
+                    len: t,
+                }),
+            )),
+            Some(c) => {
+                let len = c.len + t;
+                if in_place && c.buf.dim(1)? >= len && c.buf.is_contiguous() {
+                    c.buf.slice_set(&x.contiguous()?, 1, c.len)?;
+                } else {
+                    c.buf = Tensor::cat(&[&c.buf.narrow(1, 0, c.len)?, x], 1)?;
+                }
+                c.len = len;
+                Ok((c.buf.narrow(1, 0, len)?, None))
+            }
+        }
+    }
+}
+
+impl LayerCache {
+    /// Appends the new keys and values (op `kv_append` each) and returns every cached position.
+    fn append(
+        slot: &mut Option<LayerCache>,
+        k: &Tensor,
+        v: &Tensor,
+        capacity: usize,
+        in_place: bool,
+        module: NameId,
+    ) -> Result<(Tensor, Tensor)> {
+        let (mut nk, mut nv) = (None, None);
+        let k_all = t!("kv_append", module, [k], 0, {
+            let ck = slot.as_mut().map(|c| &mut c.k);
+            let (all, new) = CacheBuf::append(ck, k, capacity, in_place)?;
+            nk = new;
+            Ok(all)
+        })?;
+        let v_all = t!("kv_append", module, [v], 0, {
+            let cv = slot.as_mut().map(|c| &mut c.v);
+            let (all, new) = CacheBuf::append(cv, v, capacity, in_place)?;
+            nv = new;
+            Ok(all)
+        })?;
+        if let (Some(k), Some(v)) = (nk, nv) {
+            *slot = Some(LayerCache { k, v });
+        }
+        Ok((k_all, v_all))
+    }
 }
 
 impl KvCache {
     /// An empty cache for `layers` layers.
     pub fn new(layers: usize) -> KvCache {
+        KvCache::with_capacity(layers, 0)
+    }
+
+    /// An empty cache for `layers` layers whose buffers hold `capacity` positions (prompt +
+    /// generated); past that it grows by concatenation.
+    pub fn with_capacity(layers: usize, capacity: usize) -> KvCache {
         KvCache {
             layers: (0..layers).map(|_| None).collect(),
+            capacity,
         }
     }
 
@@ -255,8 +372,7 @@ impl KvCache {
         self.layers
             .first()
             .and_then(|l| l.as_ref())
-            .map(|(k, _)| k.dim(2).unwrap_or(0))
-            .unwrap_or(0)
+            .map_or(0, |c| c.k.len)
     }
 
     /// Whether nothing is cached.
@@ -271,6 +387,8 @@ pub struct Attn {
     pub positions: Tensor,
     /// `[B, 1, T, T_keys]` additive mask (0 or -1e9).
     pub mask: Tensor,
+    /// The same mask on the host, `[B, T, T_keys]`, for the fused CPU attention.
+    host_mask: kernels::HostMask,
 }
 
 /// Mask value of a masked key (finite so fully-masked pad rows stay NaN-free).
@@ -299,7 +417,8 @@ impl Attn {
         }
         Ok(Attn {
             positions: Tensor::from_vec(pos, (b, l), device)?,
-            mask: Tensor::from_vec(mask, (b, 1, l, l), device)?,
+            mask: Tensor::from_slice(&mask, (b, 1, l, l), device)?,
+            host_mask: kernels::HostMask::new(mask, b, l, l)?,
         })
     }
 
@@ -313,7 +432,8 @@ impl Attn {
             .collect();
         Ok(Attn {
             positions: Tensor::from_vec(positions.to_vec(), (b, 1), device)?,
-            mask: Tensor::from_vec(mask, (b, 1, 1, tk), device)?,
+            mask: Tensor::from_slice(&mask, (b, 1, 1, tk), device)?,
+            host_mask: kernels::HostMask::new(mask, b, 1, tk)?,
         })
     }
 }
@@ -428,12 +548,43 @@ impl Transformer {
         attn: &Attn,
         cache: Option<&mut KvCache>,
     ) -> Result<Tensor> {
-        let x = self.hidden(ids, attn, cache)?;
+        let x = self.pre_norm(ids, attn, cache)?;
         let t = x.dim(1)?;
-        self.head(&x.narrow(1, t - 1, 1)?.contiguous()?)
+        let x = self.norm.forward(&x.narrow(1, t - 1, 1)?.contiguous()?)?;
+        self.head(&x)
     }
 
-    fn hidden(&self, ids: &Tensor, attn: &Attn, mut cache: Option<&mut KvCache>) -> Result<Tensor> {
+    /// Logits of positions `start..start + len` only, `[B, len, V]` (log-prob passes: the final
+    /// norm and the LM head skip the prompt positions).
+    pub fn forward_span(
+        &self,
+        ids: &Tensor,
+        attn: &Attn,
+        start: usize,
+        len: usize,
+    ) -> Result<Tensor> {
+        let x = self.pre_norm(ids, attn, None)?;
+        let x = if start == 0 && len == x.dim(1)? {
+            x
+        } else {
+            x.narrow(1, start, len)?.contiguous()?
+        };
+        let x = self.norm.forward(&x)?;
+        self.head(&x)
+    }
+
+    fn hidden(&self, ids: &Tensor, attn: &Attn, cache: Option<&mut KvCache>) -> Result<Tensor> {
+        let x = self.pre_norm(ids, attn, cache)?;
+        self.norm.forward(&x)
+    }
+
+    /// The residual stream after the last layer, before the final norm.
+    fn pre_norm(
+        &self,
+        ids: &Tensor,
+        attn: &Attn,
+        mut cache: Option<&mut KvCache>,
+    ) -> Result<Tensor> {
         let (b, t) = ids.dims2()?;
         let flat = ids.flatten_all()?;
         let emb = intern_embed();
@@ -446,20 +597,24 @@ impl Transformer {
         )?;
         let mut x = x.reshape((b, t, self.config.hidden_size))?;
         let rope = self.rope_at(&attn.positions)?;
-        // Expanded once per call to the attention shape, contiguous: candle's same-shape binary
-        // kernels (forward and backward) are much faster than its strided broadcast path.
-        let (h, tk) = (self.config.num_attention_heads, attn.mask.dim(3)?);
-        let mask = attn.mask.broadcast_as((b, h, t, tk))?.contiguous()?;
+        let mask = if kernels::supported(&x) {
+            AttnMask::Host(&attn.host_mask)
+        } else {
+            // Expanded once per call to the attention shape, contiguous: candle's same-shape
+            // binary kernels (forward and backward) are much faster than its strided broadcast.
+            let (h, tk) = (self.config.num_attention_heads, attn.mask.dim(3)?);
+            AttnMask::Dense(attn.mask.broadcast_as((b, h, t, tk))?.contiguous()?)
+        };
+        let capacity = cache.as_ref().map_or(0, |c| c.capacity);
         for (li, layer) in self.layers.iter().enumerate() {
             let h = layer.norm1.forward(&x)?;
             let kv = cache.as_deref_mut().map(|c| &mut c.layers[li]);
-            let a = layer.attn.forward(&h, &rope, &mask, kv)?;
-            x = t!("add", layer.attn.module, [&x, &a], 0, x.add(&a))?;
+            // residual adds fused into the output projections
+            x = layer.attn.forward(&h, &rope, &mask, kv, capacity, &x)?;
             let h = layer.norm2.forward(&x)?;
-            let m = layer.mlp.forward(&h)?;
-            x = t!("add", layer.mlp.module, [&x, &m], 0, x.add(&m))?;
+            x = layer.mlp.forward(&h, &x)?;
         }
-        self.norm.forward(&x)
+        Ok(x)
     }
 
     fn head(&self, x: &Tensor) -> Result<Tensor> {
@@ -475,27 +630,21 @@ impl Transformer {
         let (b, t) = positions.dims2()?;
         let flat = positions.flatten_all()?;
         let hd = self.config.head_dim();
-        let cos = self.cos.index_select(&flat, 0)?.reshape((b, 1, t, hd))?;
-        let sin = self.sin.index_select(&flat, 0)?.reshape((b, 1, t, hd))?;
+        let cos = self.cos.index_select(&flat, 0)?;
+        let sin = self.sin.index_select(&flat, 0)?;
         if self.fused || kernels::supported(&self.cos) {
             // The fused kernels take the first half of the (duplicated) tables, `[B, T, D/2]`.
             let half = |x: Tensor| x.reshape((b, t, hd))?.narrow(2, 0, hd / 2)?.contiguous();
-            let (c, s) = (half(cos)?, half(sin)?);
             return Ok(Rope {
-                cos_q: c.clone(),
-                sin_q: s.clone(),
-                cos_k: c,
-                sin_k: s,
+                cos: half(cos)?,
+                sin: half(sin)?,
                 half: true,
             });
         }
-        let expand = |x: &Tensor, heads: usize| x.broadcast_as((b, heads, t, hd))?.contiguous();
-        let (h, kv) = (self.config.num_attention_heads, self.config.kv_heads());
+        // Composed form: `[B, T, 1, D]`, broadcast over heads at use.
         Ok(Rope {
-            cos_q: expand(&cos, h)?,
-            sin_q: expand(&sin, h)?,
-            cos_k: expand(&cos, kv)?,
-            sin_k: expand(&sin, kv)?,
+            cos: cos.reshape((b, t, 1, hd))?,
+            sin: sin.reshape((b, t, 1, hd))?,
             half: false,
         })
     }
@@ -533,18 +682,27 @@ fn rope_tables(config: &ModelConfig, device: &Device) -> Result<(Tensor, Tensor)
 }
 
 /// RoPE tables at the call's positions: `[B, T, D/2]` for the fused kernels (`half`), else
-/// expanded to the query and key head counts, `[B, H, T, D]`.
+/// `[B, T, 1, D]` for the composed form.
 struct Rope {
-    cos_q: Tensor,
-    sin_q: Tensor,
-    cos_k: Tensor,
-    sin_k: Tensor,
+    cos: Tensor,
+    sin: Tensor,
     half: bool,
 }
 
-/// `x * cos + rotate_half(x) * sin` from primitive ops; x, cos, sin `[B, H, T, D]`.
+/// The attention mask of one forward call: on the host for the fused CPU kernel, else expanded
+/// to `[B, H, T, Tk]`.
+enum AttnMask<'a> {
+    Host(&'a kernels::HostMask),
+    Dense(Tensor),
+}
+
+/// `x * cos + rotate_half(x) * sin` from primitive ops; x `[B, T, H, D]`, cos, sin `[B, T, 1, D]`.
 fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor, module: NameId) -> Result<Tensor> {
     let d = x.dim(D::Minus1)?;
+    let (cos, sin) = (
+        cos.broadcast_as(x.shape())?.contiguous()?,
+        sin.broadcast_as(x.shape())?.contiguous()?,
+    );
     let x1 = x.narrow(D::Minus1, 0, d / 2)?;
     let x2 = x.narrow(D::Minus1, d / 2, d / 2)?;
     let rot = t!(
@@ -554,8 +712,8 @@ fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor, module: NameId) -> Result<
         0,
         Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)
     )?;
-    let a = t!("mul", module, [x, cos], 0, x.mul(cos))?;
-    let b = t!("mul", module, [&rot, sin], 0, rot.mul(sin))?;
+    let a = t!("mul", module, [x, &cos], 0, x.mul(&cos))?;
+    let b = t!("mul", module, [&rot, &sin], 0, rot.mul(&sin))?;
     t!("add", module, [&a, &b], 0, a.add(&b))
 }
 
@@ -564,74 +722,71 @@ impl Attention {
         &self,
         x: &Tensor,
         rope: &Rope,
-        mask: &Tensor,
-        cache: Option<&mut Option<(Tensor, Tensor)>>,
+        mask: &AttnMask,
+        cache: Option<&mut Option<LayerCache>>,
+        capacity: usize,
+        residual: &Tensor,
     ) -> Result<Tensor> {
         let (b, t, _) = x.dims3()?;
         let (h, kvh, hd) = (self.heads, self.kv_heads, self.head_dim);
         let m = self.module;
-        let q = self
-            .q
-            .forward(x)?
-            .reshape((b, t, h, hd))?
-            .transpose(1, 2)?
-            .contiguous()?;
-        let k = self
-            .k
-            .forward(x)?
-            .reshape((b, t, kvh, hd))?
-            .transpose(1, 2)?
-            .contiguous()?;
-        let v = self
-            .v
-            .forward(x)?
-            .reshape((b, t, kvh, hd))?
-            .transpose(1, 2)?
-            .contiguous()?;
-        let (q, mut k) = if rope.half {
-            let f = |x: &Tensor, c: &Tensor, s: &Tensor| {
-                if self.fused {
-                    t!("rope", m, [x, c], 0, candle_nn::rotary_emb::rope(x, c, s))
-                } else {
-                    t!("rope", m, [x, c], 0, kernels::rope(x, c, s))
-                }
-            };
-            (
-                f(&q, &rope.cos_q, &rope.sin_q)?,
-                f(&k, &rope.cos_k, &rope.sin_k)?,
-            )
-        } else {
-            (
-                apply_rope(&q, &rope.cos_q, &rope.sin_q, m)?,
-                apply_rope(&k, &rope.cos_k, &rope.sin_k, m)?,
-            )
-        };
-        let mut v = v;
-        if let Some(slot) = cache {
-            if let Some((pk, pv)) = slot.as_ref() {
-                k = t!("cat", m, [pk, &k], 0, Tensor::cat(&[pk, &k], 2))?;
-                v = t!("cat", m, [pv, &v], 0, Tensor::cat(&[pv, &v], 2))?;
+        // `[B, T, heads, hd]`: the projections' own layout, no transpose.
+        let q = self.q.forward(x)?.reshape((b, t, h, hd))?;
+        let k = self.k.forward(x)?.reshape((b, t, kvh, hd))?;
+        let v = self.v.forward(x)?.reshape((b, t, kvh, hd))?;
+        let rot = |x: &Tensor| {
+            let (c, s) = (&rope.cos, &rope.sin);
+            if !rope.half {
+                apply_rope(x, c, s, m)
+            } else if kernels::supported(x) {
+                t!("rope", m, [x, c], 0, kernels::rope_bthd(x, c, s))
+            } else {
+                t!(
+                    "rope",
+                    m,
+                    [x, c],
+                    0,
+                    candle_nn::rotary_emb::rope_thd(x, c, s)
+                )
             }
-            *slot = Some((k.clone(), v.clone()));
-        }
-        let (k, v) = (repeat_kv(&k, h / kvh)?, repeat_kv(&v, h / kvh)?);
-        let tk = k.dim(2)?;
-        let kt = k.transpose(2, 3)?.contiguous()?;
-        let flops = 2 * (b * h * t * tk * hd) as u64;
-        let scores = t!("matmul", m, [&q, &kt], flops, q.matmul(&kt))?;
+        };
+        let (q, k) = (rot(&q)?, rot(&k)?);
+        let (k, v) = match cache {
+            Some(slot) => LayerCache::append(slot, &k, &v, capacity, self.fused, m)?,
+            None => (k, v),
+        };
+        let tk = k.dim(1)?;
+        let flops = 4 * (b * h * t * tk * hd) as u64;
         let scale = 1.0 / (hd as f64).sqrt();
-        let scores = t!("mul", m, [&scores], 0, scores.affine(scale, 0.0))?;
-        let scores = t!("add", m, [&scores, mask], 0, scores.add(mask))?;
-        let probs = t!(
-            "softmax",
-            m,
-            [&scores],
-            0,
-            kernels::softmax_last_dim(&scores)
-        )?;
-        let out = t!("matmul", m, [&probs, &v], flops, probs.matmul(&v))?;
-        let out = out.transpose(1, 2)?.contiguous()?.reshape((b, t, h * hd))?;
-        self.o.forward(&out)
+        let out = match mask {
+            AttnMask::Host(hm) => t!(
+                "attention",
+                m,
+                [&q, &k, &v],
+                flops,
+                kernels::attention(&q, &k, &v, hm, scale as f32)
+            )?,
+            AttnMask::Dense(mask) => {
+                let bhtd = |x: &Tensor| x.transpose(1, 2)?.contiguous();
+                let (q, k, v) = (bhtd(&q)?, bhtd(&k)?, bhtd(&v)?);
+                let (k, v) = (repeat_kv(&k, h / kvh)?, repeat_kv(&v, h / kvh)?);
+                let kt = k.transpose(2, 3)?.contiguous()?;
+                let scores = t!("matmul", m, [&q, &kt], flops / 2, q.matmul(&kt))?;
+                let scores = t!("mul", m, [&scores], 0, scores.affine(scale, 0.0))?;
+                let scores = t!("add", m, [&scores, mask], 0, scores.add(mask))?;
+                let probs = t!(
+                    "softmax",
+                    m,
+                    [&scores],
+                    0,
+                    kernels::softmax_last_dim(&scores)
+                )?;
+                let out = t!("matmul", m, [&probs, &v], flops / 2, probs.matmul(&v))?;
+                out.transpose(1, 2)?.contiguous()?
+            }
+        };
+        self.o
+            .forward_add(&out.reshape((b, t, h * hd))?, Some((residual, m)))
     }
 }
 
@@ -647,18 +802,30 @@ fn repeat_kv(x: &Tensor, n: usize) -> Result<Tensor> {
 }
 
 impl Mlp {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    /// `residual + down(silu(gate(x)) * up(x))`.
+    fn forward(&self, x: &Tensor, residual: &Tensor) -> Result<Tensor> {
         let m = self.module;
         let g = self.gate.forward(x)?;
         let u = self.up.forward(x)?;
         let gu = t!("silu_mul", m, [&g, &u], 0, kernels::silu_mul(&g, &u))?;
-        self.down.forward(&gu)
+        self.down.forward_add(&gu, Some((residual, m)))
     }
 }
 
 /// Log-probs (and entropies) of `targets` under `logits` `[B, T, V]` at temperature `temp`.
 pub fn token_logprobs(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<(Tensor, Tensor)> {
     let m = rlprof_profiler::name!("logprob");
+    if kernels::supported(logits) {
+        let lp = token_logprob_only(logits, targets, temp)?;
+        let ent = t!(
+            "entropy",
+            m,
+            [logits],
+            0,
+            kernels::entropy(logits, 1.0 / temp)
+        )?;
+        return Ok((lp, ent));
+    }
     let logits = if (temp - 1.0).abs() > f32::EPSILON {
         t!("div", m, [logits], 0, logits.affine(1.0 / temp as f64, 0.0))?
     } else {
@@ -682,6 +849,22 @@ pub fn token_logprobs(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<(T
         p.mul(&lsm)?.sum(D::Minus1)?.neg()
     )?;
     Ok((lp, ent))
+}
+
+/// Log-probs of `targets` under `logits` `[B, T, V]` at temperature `temp`, without the
+/// entropies (the no-grad log-prob passes).
+pub fn token_logprob_only(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<Tensor> {
+    let m = rlprof_profiler::name!("logprob");
+    if kernels::supported(logits) {
+        return t!(
+            "log_softmax_gather",
+            m,
+            [logits, targets],
+            0,
+            kernels::token_logprob(logits, targets, 1.0 / temp)
+        );
+    }
+    Ok(token_logprobs(logits, targets, temp)?.0)
 }
 
 /// Convenience: a u32 tensor `[B, T]` from rows.
