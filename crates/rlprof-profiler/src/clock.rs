@@ -121,8 +121,16 @@ impl TickMapper {
     }
 }
 
-/// Nanoseconds per raw tick of this process's clock.
+/// Nanoseconds per raw tick of this process's clock, measured once per process (a 2 ms sleep
+/// between two tick reads) and cached: a collection start must not pay that sleep on the
+/// training thread every step. [`Profiler::new`](crate::Profiler::new) measures it up front
+/// when the plan collects anything.
 pub fn local_ns_per_tick() -> f64 {
+    static RATE: OnceLock<f64> = OnceLock::new();
+    *RATE.get_or_init(measure_ns_per_tick)
+}
+
+fn measure_ns_per_tick() -> f64 {
     let c = clock();
     let a = c.raw();
     std::thread::sleep(std::time::Duration::from_millis(2));

@@ -12,7 +12,16 @@ static GLOBAL: rlprof_profiler::alloc::TrackingAllocator =
     rlprof_profiler::alloc::TrackingAllocator::system();
 
 const CONFIG: &str = include_str!("../../../configs/bench_torch_peer.yaml");
-const PHASES: [&str; 5] = ["gen", "old_log_prob", "ref", "update_actor", "step"];
+const PHASES: [&str; 8] = [
+    "gen",
+    "reward",
+    "old_log_prob",
+    "ref",
+    "adv",
+    "update_actor",
+    "update_weights",
+    "step",
+];
 
 fn run(on: bool, steps: u64, dir: &std::path::Path) -> BTreeMap<&'static str, Vec<f64>> {
     let step_list: Vec<String> = (1..=steps).map(|s| s.to_string()).collect();
