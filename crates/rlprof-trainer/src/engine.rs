@@ -229,9 +229,33 @@ impl<C: Communicator> Engine<C> {
             .map(|i| StdRng::seed_from_u64(mix(s.seed, (row_base + i) as u64)))
             .collect();
         let mut cache = KvCache::with_capacity(self.mcfg.num_hidden_layers, p + s.max_tokens);
-        let attn = Attn::full(&valid, &self.device)?;
-        let logits =
-            model.forward_last(&ids_tensor(&ids, &self.device)?, &attn, Some(&mut cache))?;
+        // Prefill: each distinct prompt once (GRPO's `n` samples per prompt share it), then its
+        // cache and last logits handed to every row of that prompt.
+        let mut distinct: Vec<usize> = Vec::new();
+        let mut row_of = Vec::with_capacity(b);
+        for (i, r) in prompts.iter().enumerate() {
+            let g = match distinct.iter().position(|&d| prompts[d] == *r) {
+                Some(g) => g,
+                None => {
+                    distinct.push(i);
+                    distinct.len() - 1
+                }
+            };
+            row_of.push(g as u32);
+        }
+        let logits = if distinct.len() < b {
+            let d_ids: Vec<Vec<u32>> = distinct.iter().map(|&i| ids[i].clone()).collect();
+            let d_valid: Vec<Vec<bool>> = distinct.iter().map(|&i| valid[i].clone()).collect();
+            let attn = Attn::full(&d_valid, &self.device)?;
+            let logits =
+                model.forward_last(&ids_tensor(&d_ids, &self.device)?, &attn, Some(&mut cache))?;
+            let rows = Tensor::from_vec(row_of, b, &self.device)?;
+            model.expand_cache(&mut cache, &rows)?;
+            model.select_logit_rows(&logits, &rows)?
+        } else {
+            let attn = Attn::full(&valid, &self.device)?;
+            model.forward_last(&ids_tensor(&ids, &self.device)?, &attn, Some(&mut cache))?
+        };
         let mut next = sample_rows(&logits, s, &mut rngs)?;
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); b];
         let mut done = vec![false; b];

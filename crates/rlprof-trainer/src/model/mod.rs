@@ -355,13 +355,14 @@ impl LayerCache {
 impl LayerCache {
     /// Replaces the cached keys/values by rows `rows` (u32 `[B]`) of them (op `kv_expand`
     /// each): a prefix computed once per distinct prompt, handed to every row that shares it.
+    /// A preallocated buffer keeps its capacity.
     fn select_rows(&mut self, rows: &Tensor, module: NameId) -> Result<()> {
         for c in [&mut self.k, &mut self.v] {
-            let all = c.buf.narrow(1, 0, c.len)?;
+            let all = &c.buf;
             c.buf = t!(
                 "kv_expand",
                 module,
-                [&all, rows],
+                [all, rows],
                 0,
                 all.contiguous()?.index_select(rows, 0)
             )?;
@@ -627,15 +628,34 @@ impl Transformer {
             0,
             xp.narrow(1, p - 1, 1)?.contiguous()?.index_select(rows, 0)
         )?;
+        self.expand_cache(&mut cache, rows)?;
+        let xs = self.pre_norm(suffix_ids, suffix_attn, Some(&mut cache))?;
+        let x = t!("cat", nm, [&last, &xs], 0, Tensor::cat(&[&last, &xs], 1))?;
+        let x = self.norm.forward(&x)?;
+        self.head(&x)
+    }
+
+    /// Replaces a cache filled for distinct prompts by its rows `rows` (u32 `[B]`, op
+    /// `kv_expand` per layer's keys and values): afterwards it serves row `b` as if that row had
+    /// run prompt `rows[b]` itself.
+    pub fn expand_cache(&self, cache: &mut KvCache, rows: &Tensor) -> Result<()> {
         for (layer, slot) in self.layers.iter().zip(cache.layers.iter_mut()) {
             if let Some(c) = slot {
                 c.select_rows(rows, layer.attn.module)?;
             }
         }
-        let xs = self.pre_norm(suffix_ids, suffix_attn, Some(&mut cache))?;
-        let x = t!("cat", nm, [&last, &xs], 0, Tensor::cat(&[&last, &xs], 1))?;
-        let x = self.norm.forward(&x)?;
-        self.head(&x)
+        Ok(())
+    }
+
+    /// Rows `rows` (u32 `[B]`) of logits `x` (op `index_select` under `lm_head`).
+    pub fn select_logit_rows(&self, x: &Tensor, rows: &Tensor) -> Result<Tensor> {
+        t!(
+            "index_select",
+            lm_head_module(),
+            [x, rows],
+            0,
+            x.contiguous()?.index_select(rows, 0)
+        )
     }
 
     fn hidden(&self, ids: &Tensor, attn: &Attn, cache: Option<&mut KvCache>) -> Result<Tensor> {
