@@ -575,9 +575,9 @@ fn gemm_f32(
     dst: &mut [f32],
     accumulate: bool,
     lhs: &[f32],
-    (lhs_rs, lhs_cs): (usize, usize),
+    lhs_s: (usize, usize),
     rhs: &[f32],
-    (rhs_rs, rhs_cs): (usize, usize),
+    rhs_s: (usize, usize),
 ) {
     assert!(dst.len() >= m * n, "gemm: dst too short");
     if m == 0 || n == 0 {
@@ -589,6 +589,64 @@ fn gemm_f32(
         }
         return;
     }
+    // SAFETY: dst holds m * n elements (checked above) and is a distinct &mut.
+    unsafe {
+        gemm_raw(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            accumulate,
+            lhs,
+            lhs_s,
+            rhs,
+            rhs_s,
+        )
+    }
+}
+
+/// [`gemm_f32`] into a new `m x n` buffer, not zero-filled first (gemm overwrites it).
+fn gemm_new(
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: &[f32],
+    lhs_s: (usize, usize),
+    rhs: &[f32],
+    rhs_s: (usize, usize),
+) -> Vec<f32> {
+    if m == 0 || n == 0 || k == 0 {
+        return vec![0f32; m * n];
+    }
+    let mut dst: Vec<f32> = Vec::with_capacity(m * n);
+    // SAFETY: the capacity holds m * n elements; with `accumulate` false gemm only writes the
+    // destination (its kernels store `lhs * rhs` without reading `dst` when not told to read
+    // it, on every path: microkernels, gemv, k == 0 is excluded above) and writes every one of
+    // the m x n elements, so all of them are initialised when the length is set.
+    unsafe {
+        gemm_raw(m, n, k, dst.as_mut_ptr(), false, lhs, lhs_s, rhs, rhs_s);
+        dst.set_len(m * n);
+    }
+    dst
+}
+
+/// The gemm call of [`gemm_f32`] / [`gemm_new`]; `m, n, k > 0`.
+///
+/// # Safety
+/// `dst` must be valid for writes of `m * n` f32s (and reads when `accumulate`) and must not
+/// alias `lhs` or `rhs`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_raw(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    accumulate: bool,
+    lhs: &[f32],
+    (lhs_rs, lhs_cs): (usize, usize),
+    rhs: &[f32],
+    (rhs_rs, rhs_cs): (usize, usize),
+) {
     let last = |rs: usize, cs: usize, r: usize, c: usize| (r - 1) * rs + (c - 1) * cs;
     assert!(
         lhs.len() > last(lhs_rs, lhs_cs, m, k) && rhs.len() > last(rhs_rs, rhs_cs, k, n),
@@ -600,15 +658,15 @@ fn gemm_f32(
     } else {
         gemm::Parallelism::None
     };
-    // SAFETY: every index gemm touches is inside the slices (checked above: the last element
-    // of each operand is in bounds and strides are non-negative); dst does not alias the inputs
-    // (it is a distinct &mut).
+    // SAFETY: every operand index gemm touches is inside the slices (checked above: the last
+    // element of each operand is in bounds and strides are non-negative); `dst` is valid for
+    // the m x n row-major destination and does not alias the inputs (the caller's contract).
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            dst.as_mut_ptr(),
+            dst,
             1,
             n as isize,
             accumulate,
@@ -672,7 +730,10 @@ fn linear_fwd(
     let (w, _) = f32_rows(s2, l2, "linear")?;
     let (rows, in_f, out_f) = linear_dims(l1, l2)?;
     let mut dst = match add {
-        None => vec![0f32; rows * out_f],
+        None => {
+            let y = gemm_new(rows, out_f, in_f, x, (in_f, 1), w, (1, in_f));
+            return Ok((CpuStorage::F32(y), linear_shape(l1, out_f)));
+        }
         Some((s3, l3)) => {
             let (a, _) = f32_rows(s3, l3, "linear")?;
             if a.len() == out_f {
@@ -696,7 +757,7 @@ fn linear_fwd(
         out_f,
         in_f,
         &mut dst,
-        add.is_some(),
+        true,
         x,
         (in_f, 1),
         w,
@@ -710,8 +771,7 @@ fn linear_bwd(x: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor, Vec
     let (out_f, in_f) = w.dims2()?;
     let rows = x.elem_count() / in_f.max(1);
     let (x, w, g) = (x.contiguous()?, w.contiguous()?, g.contiguous()?);
-    let mut dx = vec![0f32; rows * in_f];
-    let mut dw = vec![0f32; out_f * in_f];
+    let (dx, dw);
     let mut db = vec![0f32; out_f];
     {
         let (gs, gl) = g.storage_and_layout();
@@ -728,28 +788,8 @@ fn linear_bwd(x: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor, Vec
                 wl.dims()
             )
         }
-        gemm_f32(
-            rows,
-            in_f,
-            out_f,
-            &mut dx,
-            false,
-            gv,
-            (out_f, 1),
-            wv,
-            (in_f, 1),
-        );
-        gemm_f32(
-            out_f,
-            in_f,
-            rows,
-            &mut dw,
-            false,
-            gv,
-            (1, out_f),
-            xv,
-            (in_f, 1),
-        );
+        dx = gemm_new(rows, in_f, out_f, gv, (out_f, 1), wv, (in_f, 1));
+        dw = gemm_new(out_f, in_f, rows, gv, (1, out_f), xv, (in_f, 1));
         for r in gv.chunks_exact(out_f.max(1)) {
             for (d, &v) in db.iter_mut().zip(r) {
                 *d += v;
