@@ -229,9 +229,33 @@ impl<C: Communicator> Engine<C> {
             .map(|i| StdRng::seed_from_u64(mix(s.seed, (row_base + i) as u64)))
             .collect();
         let mut cache = KvCache::with_capacity(self.mcfg.num_hidden_layers, p + s.max_tokens);
-        let attn = Attn::full(&valid, &self.device)?;
-        let logits =
-            model.forward_last(&ids_tensor(&ids, &self.device)?, &attn, Some(&mut cache))?;
+        // Prefill: each distinct prompt once (GRPO's `n` samples per prompt share it), then its
+        // cache and last logits handed to every row of that prompt.
+        let mut distinct: Vec<usize> = Vec::new();
+        let mut row_of = Vec::with_capacity(b);
+        for (i, r) in prompts.iter().enumerate() {
+            let g = match distinct.iter().position(|&d| prompts[d] == *r) {
+                Some(g) => g,
+                None => {
+                    distinct.push(i);
+                    distinct.len() - 1
+                }
+            };
+            row_of.push(g as u32);
+        }
+        let logits = if distinct.len() < b {
+            let d_ids: Vec<Vec<u32>> = distinct.iter().map(|&i| ids[i].clone()).collect();
+            let d_valid: Vec<Vec<bool>> = distinct.iter().map(|&i| valid[i].clone()).collect();
+            let attn = Attn::full(&d_valid, &self.device)?;
+            let logits =
+                model.forward_last(&ids_tensor(&d_ids, &self.device)?, &attn, Some(&mut cache))?;
+            let rows = Tensor::from_vec(row_of, b, &self.device)?;
+            model.expand_cache(&mut cache, &rows)?;
+            model.select_logit_rows(&logits, &rows)?
+        } else {
+            let attn = Attn::full(&valid, &self.device)?;
+            model.forward_last(&ids_tensor(&ids, &self.device)?, &attn, Some(&mut cache))?
+        };
         let mut next = sample_rows(&logits, s, &mut rngs)?;
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); b];
         let mut done = vec![false; b];
@@ -550,8 +574,7 @@ impl<C: Communicator> Engine<C> {
 /// A padded batch of (prompt, response) rows: prompts left-padded to `p`, responses
 /// right-padded to `r`.
 pub struct SeqBatch {
-    ids: Tensor,
-    attn: Attn,
+    pass: Pass,
     targets: Tensor,
     /// `[B, R]` 1 for response tokens.
     pub mask: Tensor,
@@ -559,9 +582,35 @@ pub struct SeqBatch {
     r: usize,
 }
 
+/// How a batch's forward pass runs.
+enum Pass {
+    /// Every row over all `p + r - 1` positions.
+    Full { ids: Tensor, attn: Attn },
+    /// Rows share prompts: each distinct prompt once (`prefix_ids` `[G, p]`), its keys/values
+    /// gathered to the rows (`rows`), then the `r - 1` response positions of every row.
+    Shared {
+        prefix_ids: Tensor,
+        prefix_attn: Attn,
+        rows: Tensor,
+        suffix_ids: Tensor,
+        suffix_attn: Attn,
+    },
+}
+
 impl SeqBatch {
-    /// Builds the padded batch of `samples`.
+    /// Builds the padded batch of `samples`; rows with the same prompt share its forward pass
+    /// (GRPO's `n` samples per prompt).
     pub fn new(samples: &[&Sample], pad: u32, device: &Device) -> Result<SeqBatch> {
+        SeqBatch::with_sharing(samples, pad, device, true)
+    }
+
+    /// [`SeqBatch::new`], with prompt sharing on or off (off: every row runs its prompt).
+    pub fn with_sharing(
+        samples: &[&Sample],
+        pad: u32,
+        device: &Device,
+        share: bool,
+    ) -> Result<SeqBatch> {
         let p = samples
             .iter()
             .map(|s| s.prompt_ids.len())
@@ -601,9 +650,47 @@ impl SeqBatch {
             ids.push(row);
             valid.push(v);
         }
+        // Distinct prompts in order of first appearance, and each row's.
+        let mut distinct: Vec<&[u32]> = Vec::new();
+        let mut row_of = Vec::with_capacity(samples.len());
+        for s in samples {
+            let g = match distinct.iter().position(|d| *d == s.prompt_ids.as_slice()) {
+                Some(g) => g,
+                None => {
+                    distinct.push(&s.prompt_ids);
+                    distinct.len() - 1
+                }
+            };
+            row_of.push(g as u32);
+        }
+        let pass = if share && r >= 2 && distinct.len() < samples.len() {
+            let mut prefix = Vec::with_capacity(distinct.len());
+            let mut prefix_valid = Vec::with_capacity(distinct.len());
+            for d in &distinct {
+                let mut row = vec![pad; p - d.len()];
+                row.extend_from_slice(d);
+                prefix.push(row);
+                let mut v = vec![false; p - d.len()];
+                v.extend(std::iter::repeat_n(true, d.len()));
+                prefix_valid.push(v);
+            }
+            let suffix: Vec<Vec<u32>> = ids.iter().map(|row| row[p..].to_vec()).collect();
+            let n = row_of.len();
+            Pass::Shared {
+                prefix_ids: ids_tensor(&prefix, device)?,
+                prefix_attn: Attn::full(&prefix_valid, device)?,
+                rows: Tensor::from_vec(row_of, n, device)?,
+                suffix_ids: ids_tensor(&suffix, device)?,
+                suffix_attn: Attn::rows(&valid, p, device)?,
+            }
+        } else {
+            Pass::Full {
+                ids: ids_tensor(&ids, device)?,
+                attn: Attn::full(&valid, device)?,
+            }
+        };
         Ok(SeqBatch {
-            ids: ids_tensor(&ids, device)?,
-            attn: Attn::full(&valid, device)?,
+            pass,
             targets: ids_tensor(&targets, device)?,
             mask: Tensor::from_vec(mask, (samples.len(), r), device)?,
             p,
@@ -611,15 +698,34 @@ impl SeqBatch {
         })
     }
 
+    /// Whether rows share their prompts' forward pass.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.pass, Pass::Shared { .. })
+    }
+
+    /// Logits `[B, R, V]` at the positions that predict the response tokens.
+    fn response_logits(&self, model: &Transformer) -> Result<Tensor> {
+        Ok(match &self.pass {
+            Pass::Full { ids, attn } => model.forward_span(ids, attn, self.p - 1, self.r)?,
+            Pass::Shared {
+                prefix_ids,
+                prefix_attn,
+                rows,
+                suffix_ids,
+                suffix_attn,
+            } => model.forward_shared(prefix_ids, prefix_attn, rows, suffix_ids, suffix_attn)?,
+        })
+    }
+
     /// Log-probs and entropies `[B, R]` of the response tokens under `model`.
     pub fn logprobs(&self, model: &Transformer, temp: f32) -> Result<(Tensor, Tensor)> {
-        let resp = model.forward_span(&self.ids, &self.attn, self.p - 1, self.r)?;
+        let resp = self.response_logits(model)?;
         Ok(token_logprobs(&resp, &self.targets, temp)?)
     }
 
     /// Log-probs `[B, R]` of the response tokens under `model`, without entropies.
     pub fn logprobs_only(&self, model: &Transformer, temp: f32) -> Result<Tensor> {
-        let resp = model.forward_span(&self.ids, &self.attn, self.p - 1, self.r)?;
+        let resp = self.response_logits(model)?;
         Ok(token_logprob_only(&resp, &self.targets, temp)?)
     }
 

@@ -4,9 +4,9 @@
 use candle_core::Device;
 use rlprof_trainer::checkpoint::{load_hf, save_hf};
 use rlprof_trainer::comm::InProcess;
-use rlprof_trainer::engine::{Sample, Sampling};
+use rlprof_trainer::engine::{Sample, Sampling, SeqBatch};
 use rlprof_trainer::job::build_engine;
-use rlprof_trainer::model::{ids_tensor, Attn};
+use rlprof_trainer::model::{ids_tensor, Attn, Transformer};
 use rlprof_trainer::TrainConfig;
 
 fn cfg(model_path: &str) -> TrainConfig {
@@ -24,7 +24,8 @@ fn one_rank() -> InProcess {
 #[test]
 fn kv_cache_greedy_decoding_equals_uncached_decoding() {
     let eng = build_engine(&cfg(""), one_rank()).unwrap();
-    let prompts: Vec<Vec<u32>> = ["12+7=", "3+45=", "9="]
+    // A repeated prompt: the prefill runs it once and hands its cache to both rows.
+    let prompts: Vec<Vec<u32>> = ["12+7=", "3+45=", "9=", "3+45="]
         .iter()
         .map(|p| eng.tok.encode(p).unwrap())
         .collect();
@@ -74,6 +75,97 @@ fn every_trainable_weight_receives_a_nonzero_gradient() {
         .filter(|(_, n)| *n == 0.0 || !n.is_finite())
         .collect();
     assert!(zero.is_empty(), "weights without gradient: {zero:?}");
+}
+
+#[test]
+fn shared_prompt_pass_equals_the_full_pass_on_values_and_gradients() {
+    let eng = build_engine(&cfg(""), one_rank()).unwrap();
+    // Prompts of different lengths (left padding in the prefix), each shared by some rows, and
+    // responses of different lengths (right padding in the suffix).
+    let rows = [
+        ("12+7=", "19"),
+        ("3+45=", "48;"),
+        ("12+7=", "1"),
+        ("9=", "9;;"),
+        ("3+45=", "4"),
+        ("12+7=", "20;"),
+    ];
+    let samples: Vec<Sample> = rows
+        .iter()
+        .map(|(p, r)| Sample {
+            group: 0,
+            prompt_ids: eng.tok.encode(p).unwrap(),
+            response: eng.tok.encode(r).unwrap(),
+            score: 0.0,
+            reward: 0.0,
+            adv: 0.0,
+            old_logp: vec![],
+            ref_logp: vec![],
+        })
+        .collect();
+    let refs: Vec<&Sample> = samples.iter().collect();
+    let dev = Device::Cpu;
+    let pad = eng.tok.pad_id;
+    let (shared, full) = (
+        SeqBatch::with_sharing(&refs, pad, &dev, true).unwrap(),
+        SeqBatch::with_sharing(&refs, pad, &dev, false).unwrap(),
+    );
+    assert!(shared.is_shared() && !full.is_shared());
+    let cfg = eng.rollout_model().config.clone();
+    let close = |a: &candle_core::Tensor, b: &candle_core::Tensor, what: &str| {
+        let (a, b) = (
+            a.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            b.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+        );
+        assert_eq!(a.len(), b.len(), "{what}");
+        let scale = b.iter().fold(1e-3f32, |m, x| m.max(x.abs()));
+        let err = a
+            .iter()
+            .zip(&b)
+            .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(
+            err <= 1e-5 * scale.max(1.0),
+            "{what}: max error {err} (scale {scale})"
+        );
+    };
+    // No-grad model: log-probs only.
+    let eval = Transformer::new(&cfg, &eng.actor, false).unwrap();
+    close(
+        &shared.logprobs_only(&eval, 0.7).unwrap(),
+        &full.logprobs_only(&eval, 0.7).unwrap(),
+        "no-grad log-probs",
+    );
+    // Trainable model: log-probs, entropies and every weight's gradient.
+    let train = Transformer::new(&cfg, &eng.actor, true).unwrap();
+    let mut grads = Vec::new();
+    for b in [&shared, &full] {
+        let (lp, ent) = b.logprobs(&train, 0.7).unwrap();
+        let loss = lp
+            .mul(&b.mask)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .add(
+                &ent.mul(&b.mask)
+                    .unwrap()
+                    .sum_all()
+                    .unwrap()
+                    .affine(0.1, 0.0)
+                    .unwrap(),
+            )
+            .unwrap();
+        let gs = loss.backward().unwrap();
+        grads.push((lp, ent, gs));
+    }
+    close(&grads[0].0, &grads[1].0, "log-probs");
+    close(&grads[0].1, &grads[1].1, "entropies");
+    for (n, v) in eng.actor.names().iter().zip(eng.actor.vars()) {
+        let (a, b) = (
+            grads[0].2.get(v.as_tensor()).unwrap(),
+            grads[1].2.get(v.as_tensor()).unwrap(),
+        );
+        close(a, b, n);
+    }
 }
 
 #[test]

@@ -575,9 +575,9 @@ fn gemm_f32(
     dst: &mut [f32],
     accumulate: bool,
     lhs: &[f32],
-    (lhs_rs, lhs_cs): (usize, usize),
+    lhs_s: (usize, usize),
     rhs: &[f32],
-    (rhs_rs, rhs_cs): (usize, usize),
+    rhs_s: (usize, usize),
 ) {
     assert!(dst.len() >= m * n, "gemm: dst too short");
     if m == 0 || n == 0 {
@@ -589,6 +589,64 @@ fn gemm_f32(
         }
         return;
     }
+    // SAFETY: dst holds m * n elements (checked above) and is a distinct &mut.
+    unsafe {
+        gemm_raw(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            accumulate,
+            lhs,
+            lhs_s,
+            rhs,
+            rhs_s,
+        )
+    }
+}
+
+/// [`gemm_f32`] into a new `m x n` buffer, not zero-filled first (gemm overwrites it).
+fn gemm_new(
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: &[f32],
+    lhs_s: (usize, usize),
+    rhs: &[f32],
+    rhs_s: (usize, usize),
+) -> Vec<f32> {
+    if m == 0 || n == 0 || k == 0 {
+        return vec![0f32; m * n];
+    }
+    let mut dst: Vec<f32> = Vec::with_capacity(m * n);
+    // SAFETY: the capacity holds m * n elements; with `accumulate` false gemm only writes the
+    // destination (its kernels store `lhs * rhs` without reading `dst` when not told to read
+    // it, on every path: microkernels, gemv, k == 0 is excluded above) and writes every one of
+    // the m x n elements, so all of them are initialised when the length is set.
+    unsafe {
+        gemm_raw(m, n, k, dst.as_mut_ptr(), false, lhs, lhs_s, rhs, rhs_s);
+        dst.set_len(m * n);
+    }
+    dst
+}
+
+/// The gemm call of [`gemm_f32`] / [`gemm_new`]; `m, n, k > 0`.
+///
+/// # Safety
+/// `dst` must be valid for writes of `m * n` f32s (and reads when `accumulate`) and must not
+/// alias `lhs` or `rhs`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_raw(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    accumulate: bool,
+    lhs: &[f32],
+    (lhs_rs, lhs_cs): (usize, usize),
+    rhs: &[f32],
+    (rhs_rs, rhs_cs): (usize, usize),
+) {
     let last = |rs: usize, cs: usize, r: usize, c: usize| (r - 1) * rs + (c - 1) * cs;
     assert!(
         lhs.len() > last(lhs_rs, lhs_cs, m, k) && rhs.len() > last(rhs_rs, rhs_cs, k, n),
@@ -600,15 +658,15 @@ fn gemm_f32(
     } else {
         gemm::Parallelism::None
     };
-    // SAFETY: every index gemm touches is inside the slices (checked above: the last element
-    // of each operand is in bounds and strides are non-negative); dst does not alias the inputs
-    // (it is a distinct &mut).
+    // SAFETY: every operand index gemm touches is inside the slices (checked above: the last
+    // element of each operand is in bounds and strides are non-negative); `dst` is valid for
+    // the m x n row-major destination and does not alias the inputs (the caller's contract).
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            dst.as_mut_ptr(),
+            dst,
             1,
             n as isize,
             accumulate,
@@ -672,7 +730,10 @@ fn linear_fwd(
     let (w, _) = f32_rows(s2, l2, "linear")?;
     let (rows, in_f, out_f) = linear_dims(l1, l2)?;
     let mut dst = match add {
-        None => vec![0f32; rows * out_f],
+        None => {
+            let y = gemm_new(rows, out_f, in_f, x, (in_f, 1), w, (1, in_f));
+            return Ok((CpuStorage::F32(y), linear_shape(l1, out_f)));
+        }
         Some((s3, l3)) => {
             let (a, _) = f32_rows(s3, l3, "linear")?;
             if a.len() == out_f {
@@ -696,7 +757,7 @@ fn linear_fwd(
         out_f,
         in_f,
         &mut dst,
-        add.is_some(),
+        true,
         x,
         (in_f, 1),
         w,
@@ -710,8 +771,7 @@ fn linear_bwd(x: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor, Vec
     let (out_f, in_f) = w.dims2()?;
     let rows = x.elem_count() / in_f.max(1);
     let (x, w, g) = (x.contiguous()?, w.contiguous()?, g.contiguous()?);
-    let mut dx = vec![0f32; rows * in_f];
-    let mut dw = vec![0f32; out_f * in_f];
+    let (dx, dw);
     let mut db = vec![0f32; out_f];
     {
         let (gs, gl) = g.storage_and_layout();
@@ -728,28 +788,8 @@ fn linear_bwd(x: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor, Vec
                 wl.dims()
             )
         }
-        gemm_f32(
-            rows,
-            in_f,
-            out_f,
-            &mut dx,
-            false,
-            gv,
-            (out_f, 1),
-            wv,
-            (in_f, 1),
-        );
-        gemm_f32(
-            out_f,
-            in_f,
-            rows,
-            &mut dw,
-            false,
-            gv,
-            (1, out_f),
-            xv,
-            (in_f, 1),
-        );
+        dx = gemm_new(rows, in_f, out_f, gv, (out_f, 1), wv, (in_f, 1));
+        dw = gemm_new(out_f, in_f, rows, gv, (1, out_f), xv, (in_f, 1));
         for r in gv.chunks_exact(out_f.max(1)) {
             for (d, &v) in db.iter_mut().zip(r) {
                 *d += v;
@@ -1146,11 +1186,12 @@ struct View<'a> {
     s: [usize; 3],
 }
 
-impl View<'_> {
+impl<'a> View<'a> {
     #[inline(always)]
-    fn row(&self, b: usize, t: usize, h: usize, d: usize) -> &[f32] {
+    fn row(&self, b: usize, t: usize, h: usize, d: usize) -> &'a [f32] {
         let o = b * self.s[0] + t * self.s[1] + h * self.s[2];
-        &self.data[o..o + d]
+        let data: &'a [f32] = self.data;
+        &data[o..o + d]
     }
 }
 
@@ -1242,6 +1283,74 @@ unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
+/// `out[n] = a . row(idx[n])` for every `n`; with `AVX`, eight rows at a time (eight dot
+/// products share one horizontal reduction).
+#[inline(always)]
+fn dots<'a, const AVX: bool>(
+    a: &[f32],
+    idx: &[usize],
+    row: impl Fn(usize) -> &'a [f32],
+    out: &mut [f32],
+) {
+    let mut n = 0;
+    #[cfg(target_arch = "x86_64")]
+    if AVX {
+        while n + 8 <= idx.len().min(out.len()) {
+            let rows: [&[f32]; 8] = std::array::from_fn(|l| row(idx[n + l]));
+            // SAFETY: AVX is only true in functions called after the CPU was checked for
+            // AVX2+FMA.
+            let s = unsafe { dot8_avx2(a, &rows) };
+            out[n..n + 8].copy_from_slice(&s);
+            n += 8;
+        }
+    }
+    for (o, &j) in out[n..].iter_mut().zip(&idx[n..]) {
+        *o = dot::<AVX>(a, row(j));
+    }
+}
+
+/// Eight dot products `a . b[l]` by 8-wide fused multiply-adds, reduced together (two rounds
+/// of horizontal adds and one cross-lane add for all eight).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn dot8_avx2(a: &[f32], b: &[&[f32]; 8]) -> [f32; 8] {
+    use std::arch::x86_64::*;
+    let n = b.iter().fold(a.len(), |m, r| m.min(r.len()));
+    let mut acc = [_mm256_setzero_ps(); 8];
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: i + 8 <= n, inside `a` and every `b[l]` (n is the shortest length).
+        let x = unsafe { _mm256_loadu_ps(a.as_ptr().add(i)) };
+        for (acc, r) in acc.iter_mut().zip(b) {
+            // SAFETY: as above.
+            let y = unsafe { _mm256_loadu_ps(r.as_ptr().add(i)) };
+            *acc = _mm256_fmadd_ps(x, y, *acc);
+        }
+        i += 8;
+    }
+    // hadd(x, y) = [x0+x1, x2+x3, y0+y1, y2+y3 | x4+x5, x6+x7, y4+y5, y6+y7]: after two rounds
+    // lane l of the low (high) half holds accumulator l's (l + 4's) sum of lanes 0..4 in the
+    // first vector's low half and of lanes 4..8 in its high half.
+    let h01 = _mm256_hadd_ps(acc[0], acc[1]);
+    let h23 = _mm256_hadd_ps(acc[2], acc[3]);
+    let h45 = _mm256_hadd_ps(acc[4], acc[5]);
+    let h67 = _mm256_hadd_ps(acc[6], acc[7]);
+    let h0123 = _mm256_hadd_ps(h01, h23);
+    let h4567 = _mm256_hadd_ps(h45, h67);
+    let lo = _mm256_permute2f128_ps(h0123, h4567, 0x20);
+    let hi = _mm256_permute2f128_ps(h0123, h4567, 0x31);
+    let mut out = [0f32; 8];
+    // SAFETY: `out` holds eight f32s.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_add_ps(lo, hi)) };
+    for (o, r) in out.iter_mut().zip(b) {
+        for j in i..n {
+            *o += a[j] * r[j];
+        }
+    }
+    out
+}
+
 /// `y += a * x`.
 #[inline(always)]
 fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
@@ -1274,9 +1383,10 @@ fn attn_probs<const AVX: bool>(
     scale: f32,
     p: &mut [f32],
 ) {
+    dots::<AVX>(qr, idx, |j| k.row(bi, j, kh, d), p);
     let mut m = f32::NEG_INFINITY;
     for (pn, &j) in p.iter_mut().zip(idx) {
-        let s = dot::<AVX>(qr, k.row(bi, j, kh, d)) * scale + mrow[j];
+        let s = *pn * scale + mrow[j];
         *pn = s;
         m = m.max(s);
     }
@@ -1387,10 +1497,10 @@ fn attn_bwd_impl<const AVX: bool>(
                 let qr = q.row(bi, i, hi, d);
                 attn_probs::<AVX>(qr, k, bi, kh, d, &idx, mrow, scale, p);
                 let gr = g.row(bi, i, hi, d);
+                dots::<AVX>(gr, &idx, |j| v.row(bi, j, kh, d), dp);
                 let mut dsum = 0.0;
-                for ((dpn, &pn), &j) in dp.iter_mut().zip(p.iter()).zip(idx.iter()) {
-                    *dpn = dot::<AVX>(gr, v.row(bi, j, kh, d));
-                    dsum += pn * *dpn;
+                for (&dpn, &pn) in dp.iter().zip(p.iter()) {
+                    dsum += pn * dpn;
                 }
                 let qo = ((bi * t + i) * h + hi) * d;
                 for ((&dpn, &pn), &j) in dp.iter().zip(p.iter()).zip(idx.iter()) {
@@ -1708,8 +1818,9 @@ mod tests {
 
     #[test]
     fn attention_matches_the_composed_form_with_padding_and_grouped_heads() {
-        for (h, kvh) in [(4, 4), (4, 2)] {
-            let (b, t, d) = (3, 6, 8);
+        // 19 positions: rows with 8 or more kept keys take the eight-at-a-time dot products.
+        for (h, kvh, t) in [(4, 4, 6), (4, 2, 6), (4, 2, 19)] {
+            let (b, d) = (3, 8);
             let (q, k, v) = (
                 var(&[b, t, h, d], 1.0),
                 var(&[b, t, kvh, d], 1.0),
@@ -1847,6 +1958,23 @@ mod tests {
                 let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
                 let (x, y) = (dot::<false>(&a, &b), dot::<true>(&a, &b));
                 assert!((x - y).abs() < 1e-5, "n {n}: {x} vs {y}");
+            }
+            // Eight at a time: row lengths with and without a tail, 0..=20 rows (tails of the
+            // row count too), rows picked out of order.
+            for d in [3, 8, 32, 37] {
+                let a: Vec<f32> = (0..d).map(|i| (i as f32 * 0.37).sin()).collect();
+                let rows: Vec<Vec<f32>> = (0..24)
+                    .map(|r| (0..d).map(|i| ((r * d + i) as f32 * 0.13).cos()).collect())
+                    .collect();
+                for n in 0..=20 {
+                    let idx: Vec<usize> = (0..n).map(|i| (i * 7 + 3) % 24).collect();
+                    let mut out = vec![f32::NAN; n];
+                    dots::<true>(&a, &idx, |j| &rows[j], &mut out);
+                    for (o, &j) in out.iter().zip(&idx) {
+                        let want = dot::<false>(&a, &rows[j]);
+                        assert!((o - want).abs() < 1e-5, "d {d} n {n}: {o} vs {want}");
+                    }
+                }
             }
         }
     }

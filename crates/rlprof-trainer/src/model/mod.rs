@@ -352,6 +352,25 @@ impl LayerCache {
     }
 }
 
+impl LayerCache {
+    /// Replaces the cached keys/values by rows `rows` (u32 `[B]`) of them (op `kv_expand`
+    /// each): a prefix computed once per distinct prompt, handed to every row that shares it.
+    /// A preallocated buffer keeps its capacity.
+    fn select_rows(&mut self, rows: &Tensor, module: NameId) -> Result<()> {
+        for c in [&mut self.k, &mut self.v] {
+            let all = &c.buf;
+            c.buf = t!(
+                "kv_expand",
+                module,
+                [all, rows],
+                0,
+                all.contiguous()?.index_select(rows, 0)
+            )?;
+        }
+        Ok(())
+    }
+}
+
 impl KvCache {
     /// An empty cache for `layers` layers.
     pub fn new(layers: usize) -> KvCache {
@@ -397,28 +416,38 @@ const MASKED: f32 = -1e9;
 impl Attn {
     /// For a full pass over `[B, L]` tokens with validity `valid` (row-major, 1 = real token).
     pub fn full(valid: &[Vec<bool>], device: &Device) -> Result<Attn> {
+        Attn::rows(valid, 0, device)
+    }
+
+    /// Query positions `start..L` of the full pass over `valid` (keys: every position `0..L`),
+    /// for a pass whose first `start` positions are already in a KV cache.
+    pub fn rows(valid: &[Vec<bool>], start: usize, device: &Device) -> Result<Attn> {
         let b = valid.len();
         let l = valid.first().map_or(0, |r| r.len());
-        let mut pos = Vec::with_capacity(b * l);
-        let mut mask = vec![MASKED; b * l * l];
+        let t = l.saturating_sub(start);
+        let mut pos = Vec::with_capacity(b * t);
+        let mut mask = vec![MASKED; b * t * l];
         for (bi, row) in valid.iter().enumerate() {
             let mut p = 0u32;
             for (i, &vi) in row.iter().enumerate() {
-                pos.push(if vi { p } else { 0 });
+                if i >= start {
+                    pos.push(if vi { p } else { 0 });
+                    let r = (bi * t + i - start) * l;
+                    for (j, &vj) in row.iter().enumerate().take(i + 1) {
+                        if vj || j == i {
+                            mask[r + j] = 0.0;
+                        }
+                    }
+                }
                 if vi {
                     p += 1;
-                }
-                for (j, &vj) in row.iter().enumerate().take(i + 1) {
-                    if vj || j == i {
-                        mask[(bi * l + i) * l + j] = 0.0;
-                    }
                 }
             }
         }
         Ok(Attn {
-            positions: Tensor::from_vec(pos, (b, l), device)?,
-            mask: Tensor::from_slice(&mask, (b, 1, l, l), device)?,
-            host_mask: kernels::HostMask::new(mask, b, l, l)?,
+            positions: Tensor::from_vec(pos, (b, t), device)?,
+            mask: Tensor::from_slice(&mask, (b, 1, t, l), device)?,
+            host_mask: kernels::HostMask::new(mask, b, t, l)?,
         })
     }
 
@@ -571,6 +600,62 @@ impl Transformer {
         };
         let x = self.norm.forward(&x)?;
         self.head(&x)
+    }
+
+    /// Logits `[B, 1 + S, V]` of the last prefix position and every suffix position when rows
+    /// share their prompt: the prefix `prefix_ids` `[G, P]` runs once per distinct prompt, its
+    /// keys/values are gathered to the rows (`rows[b]`: prefix of row `b`, u32 `[B]`) and the
+    /// suffix `suffix_ids` `[B, S]` attends to them (`suffix_attn`: query positions `P..P + S`
+    /// of the full pass, [`Attn::rows`]). The same values as `forward_span` of the full rows
+    /// from position `P - 1` (causal attention: a prompt position never sees the response), on
+    /// fewer rows; gradients flow back through the gathers into the shared prefix.
+    pub fn forward_shared(
+        &self,
+        prefix_ids: &Tensor,
+        prefix_attn: &Attn,
+        rows: &Tensor,
+        suffix_ids: &Tensor,
+        suffix_attn: &Attn,
+    ) -> Result<Tensor> {
+        let mut cache = KvCache::new(self.layers.len());
+        let xp = self.pre_norm(prefix_ids, prefix_attn, Some(&mut cache))?;
+        let p = xp.dim(1)?;
+        let nm = self.norm.module;
+        let last = t!(
+            "index_select",
+            nm,
+            [&xp, rows],
+            0,
+            xp.narrow(1, p - 1, 1)?.contiguous()?.index_select(rows, 0)
+        )?;
+        self.expand_cache(&mut cache, rows)?;
+        let xs = self.pre_norm(suffix_ids, suffix_attn, Some(&mut cache))?;
+        let x = t!("cat", nm, [&last, &xs], 0, Tensor::cat(&[&last, &xs], 1))?;
+        let x = self.norm.forward(&x)?;
+        self.head(&x)
+    }
+
+    /// Replaces a cache filled for distinct prompts by its rows `rows` (u32 `[B]`, op
+    /// `kv_expand` per layer's keys and values): afterwards it serves row `b` as if that row had
+    /// run prompt `rows[b]` itself.
+    pub fn expand_cache(&self, cache: &mut KvCache, rows: &Tensor) -> Result<()> {
+        for (layer, slot) in self.layers.iter().zip(cache.layers.iter_mut()) {
+            if let Some(c) = slot {
+                c.select_rows(rows, layer.attn.module)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rows `rows` (u32 `[B]`) of logits `x` (op `index_select` under `lm_head`).
+    pub fn select_logit_rows(&self, x: &Tensor, rows: &Tensor) -> Result<Tensor> {
+        t!(
+            "index_select",
+            lm_head_module(),
+            [x, rows],
+            0,
+            x.contiguous()?.index_select(rows, 0)
+        )
     }
 
     fn hidden(&self, ids: &Tensor, attn: &Attn, cache: Option<&mut KvCache>) -> Result<Tensor> {
