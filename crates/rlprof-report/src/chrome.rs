@@ -24,7 +24,9 @@
 
 use crate::error::ReportError;
 use crate::json_reader::{self as json, ErrorKind, RawStr, Reader};
-use crate::model::{Detail, Event, MemEvent, Profile, SourceFormat, Track, NONE};
+use crate::model::{
+    Detail, Event, MemEvent, Profile, RawDetails, RawSpan, SourceFormat, Track, NONE, RAW_DETAIL,
+};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
@@ -54,6 +56,9 @@ impl Default for Limits {
 pub const MAX_DEPTH: u64 = json::MAX_DEPTH as u64;
 /// Longest argument text kept per event.
 pub const MAX_ARGS_TEXT: usize = 4096;
+/// Longest `args` text kept as text (decoded when shown); longer ones are decoded (and
+/// clipped to [`MAX_ARGS_TEXT`] per field) while loading, so what is kept stays bounded.
+const MAX_RAW_ARGS: usize = 4 * MAX_ARGS_TEXT;
 
 /// Role-call names as annotated by the reference system.
 pub const ROLE_CALLS: [&str; 7] = [
@@ -507,6 +512,15 @@ impl<'a> RawEvent<'a> {
         open: u32,
         members: &mut Members<'a>,
     ) -> json::Result<()> {
+        // A complete event (`X`) keeps its `args` as text, so its members are not needed;
+        // other phases read them (when `ph` comes later they are read too).
+        let collect = !matches!(
+            self.ph,
+            Some(RawStr {
+                raw: "X",
+                escaped: false
+            })
+        );
         if i == 0 || i == 2 {
             let v = if r.null()? {
                 None
@@ -536,7 +550,7 @@ impl<'a> RawEvent<'a> {
                 &r.text()[start..r.pos]
             }
             Some(b'-' | b'0'..=b'9') => r.number()?,
-            Some(b'{') if i == 7 => {
+            Some(b'{') if i == 7 && collect => {
                 r.open(open)?;
                 r.pos += 1;
                 members.clear();
@@ -696,6 +710,9 @@ struct Chunk<'a> {
     steps: Vec<u64>,
     members: Members<'a>,
     cache: Cache<'a>,
+    /// Raw details: the `args` texts, and spans into them (arena 0).
+    arena: String,
+    spans: Vec<RawSpan>,
 }
 
 impl<'a> Chunk<'a> {
@@ -722,6 +739,8 @@ impl<'a> Chunk<'a> {
             steps: Vec::new(),
             members: Vec::new(),
             cache: Cache::default(),
+            arena: String::new(),
+            spans: Vec::with_capacity(guess / 2),
         };
         let mut r = Reader::new(text, start);
         loop {
@@ -819,19 +838,24 @@ impl<'a> Chunk<'a> {
                     self.steps.extend(step_number(&name));
                 }
                 let detail = match ev.args {
-                    Some(a) => {
-                        let d = if ev.args_members {
-                            detail_from_members(track, a.len(), &mut self.members, &mut self.cache)
-                        } else {
-                            detail_of(track, a, &mut self.members, &mut self.cache)
-                        };
-                        if d == Detail::default() {
-                            NONE
-                        } else {
+                    Some(a) if is_empty_object(a) => NONE,
+                    Some(a) => match push_raw(&mut self.arena, &mut self.spans, 0, a, track) {
+                        Some(i) => i,
+                        None => {
+                            let d = if ev.args_members {
+                                detail_from_members(
+                                    track,
+                                    a.len(),
+                                    &mut self.members,
+                                    &mut self.cache,
+                                )
+                            } else {
+                                detail_of(track, a, &mut self.members, &mut self.cache)
+                            };
                             self.details.push(d);
                             (self.details.len() - 1) as u32
                         }
-                    }
+                    },
                     None => NONE,
                 };
                 let name = self.intern(name);
@@ -914,6 +938,42 @@ impl<'a> Chunk<'a> {
     }
 }
 
+/// Whether a (validated) value's text is an empty object: its detail is empty.
+fn is_empty_object(v: &str) -> bool {
+    v.strip_prefix('{').is_some_and(|r| {
+        r.trim_start_matches([' ', '\n', '\t', '\r'])
+            .starts_with('}')
+    })
+}
+
+/// Keeps `args` (a validated, non-empty value's text) as a raw detail in `arena` (number
+/// `arena_ix`); returns the event's detail reference, or `None` when it is too long to keep
+/// as text (or past what a span can address), to be decoded now.
+fn push_raw(
+    arena: &mut String,
+    spans: &mut Vec<RawSpan>,
+    arena_ix: u32,
+    args: &str,
+    track: Track,
+) -> Option<u32> {
+    let off = u32::try_from(arena.len()).ok()?;
+    let len = u32::try_from(args.len()).ok()?;
+    if args.len() > MAX_RAW_ARGS || off.checked_add(len).is_none() {
+        return None;
+    }
+    let i = u32::try_from(spans.len())
+        .ok()
+        .filter(|&i| i < RAW_DETAIL)?;
+    arena.push_str(args);
+    spans.push(RawSpan {
+        arena: arena_ix,
+        off,
+        len,
+        track,
+    });
+    Some(RAW_DETAIL | i)
+}
+
 /// `ProfilerStep#12` -> 12.
 fn step_number(name: &str) -> Option<u64> {
     name.strip_prefix("ProfilerStep#")
@@ -935,6 +995,8 @@ struct State<'a> {
     dist_rank: Option<u32>,
     members: Members<'a>,
     cache: Cache<'a>,
+    /// The arena (in `p.raw_details`) of matched `B`/`E` events' raw details, once there is one.
+    pair_arena: Option<u32>,
 }
 
 impl<'a> State<'a> {
@@ -950,24 +1012,46 @@ impl<'a> State<'a> {
     }
 
     /// Appends a chunk's events to `p` (numbering its names, threads and details globally).
-    fn merge(&mut self, c: Chunk<'a>, p: &mut Profile) {
+    fn merge(&mut self, mut c: Chunk<'a>, p: &mut Profile) {
         let tmap: Vec<u32> = c.threads.iter().map(|(a, b)| self.thread(a, b)).collect();
         let nmap: Vec<u32> = c.names.iter().map(|n| p.intern(n)).collect();
         let dbase = p.details.len() as u32;
         p.details.extend(c.details);
-        let remap = |e: &Event| Event {
+        let raw = &mut p.raw_details;
+        let sbase = raw.spans.len() as u32;
+        // Past what a reference can address: decoded now (not reached under the event limit).
+        let fits = (sbase as usize + c.spans.len()) < RAW_DETAIL as usize;
+        if !c.spans.is_empty() && fits {
+            let a = raw.arenas.len() as u32;
+            raw.arenas.push(std::mem::take(&mut c.arena));
+            raw.spans
+                .extend(c.spans.iter().map(|s| RawSpan { arena: a, ..*s }));
+        }
+        let detail = |d: u32, p: &mut Profile| {
+            if d == NONE {
+                NONE
+            } else if d & RAW_DETAIL == 0 {
+                d + dbase
+            } else if fits {
+                d + sbase
+            } else {
+                let s = c.spans[(d & !RAW_DETAIL) as usize];
+                let text = &c.arena[s.off as usize..(s.off + s.len) as usize];
+                p.add_detail(detail_of_text(s.track, text))
+            }
+        };
+        let remap = |e: &Event, p: &mut Profile| Event {
             name: nmap[e.name as usize],
             thread: tmap[e.thread as usize],
-            detail: if e.detail == NONE {
-                NONE
-            } else {
-                e.detail + dbase
-            },
+            detail: detail(e.detail, p),
             ..*e
         };
         let mut done = 0;
         for (at, s) in c.specials {
-            p.events.extend(c.events[done..at].iter().map(remap));
+            for e in &c.events[done..at] {
+                let e = remap(e, p);
+                p.events.push(e);
+            }
             done = at;
             match s {
                 Special::Begin(t, (start, n, args, cat)) => {
@@ -994,7 +1078,10 @@ impl<'a> State<'a> {
                 }
             }
         }
-        p.events.extend(c.events[done..].iter().map(remap));
+        for e in &c.events[done..] {
+            let e = remap(e, p);
+            p.events.push(e);
+        }
         p.memory.extend(c.memory);
         self.mem_thread
             .extend(c.mem_thread.iter().map(|&t| tmap[t as usize]));
@@ -1017,11 +1104,25 @@ impl<'a> State<'a> {
         if track == Track::Step {
             self.steps.extend(step_number(p.str(name)));
         }
-        let detail = args
-            .map(|a| detail_of(track, a, &mut self.members, &mut self.cache))
-            .filter(|d| *d != Detail::default())
-            .map(|d| p.add_detail(d))
-            .unwrap_or(NONE);
+        let detail = match args {
+            Some(a) if is_empty_object(a) => NONE,
+            Some(a) => {
+                let raw = &mut p.raw_details;
+                let ix = *self.pair_arena.get_or_insert_with(|| {
+                    raw.arenas.push(String::new());
+                    (raw.arenas.len() - 1) as u32
+                });
+                let RawDetails { arenas, spans } = raw;
+                match push_raw(&mut arenas[ix as usize], spans, ix, a, track) {
+                    Some(i) => i,
+                    None => {
+                        let d = detail_of(track, a, &mut self.members, &mut self.cache);
+                        p.add_detail(d)
+                    }
+                }
+            }
+            None => NONE,
+        };
         p.events.push(Event {
             start,
             dur,
@@ -1230,6 +1331,12 @@ fn detail_of_value(track: Track, args: serde_json::Value) -> Detail {
     d
 }
 
+/// [`detail_of`] with scratch space of its own: decodes a raw detail
+/// ([`crate::model::RawDetails`]) when it is shown.
+pub(crate) fn detail_of_text(track: Track, args: &str) -> Detail {
+    detail_of(track, args, &mut Members::new(), &mut Cache::default())
+}
+
 /// The detail of an event from its raw `args` text: the shown keys decoded, the rest kept as
 /// compact JSON text with sorted keys (what serde_json's map gives), each clipped to
 /// [`MAX_ARGS_TEXT`]. `members` is scratch space.
@@ -1427,7 +1534,7 @@ mod tests {
                     e.start,
                     e.dur,
                     p.threads[e.thread as usize].clone(),
-                    p.detail(e).cloned(),
+                    p.detail(e).map(Cow::into_owned),
                 )
             })
             .collect();
@@ -1519,10 +1626,25 @@ mod tests {
             r#"{"ph":"X","name":"a"} {"ph":"X","name":"b"}"#,
             r#"{"ph":"X","name":"a",}"#,
             r#"{"ph":"X","name":"long","args":{"Call stack":"LONG"}}"#,
+            // Raw details: too long to keep as text (decoded while loading), empty objects
+            // with whitespace, `ph` after `args`, a `B`/`E` pair's, and a track re-assigned
+            // after reading (the detail is what the track read gave).
+            r#"{"ph":"X","name":"huge","args":{"Call stack":"HUGE","k":[1, 2]}}"#,
+            r#"{"ph":"X","name":"huge text","args":"HUGE"}"#,
+            r#"{"ph":"B","name":"huge pair","pid":1,"tid":1,"ts":0,"args":{"Input Dims":"HUGE","z":1}},{"ph":"E","pid":1,"tid":1,"ts":5}"#,
+            r#"{"ph":"X","name":"empty","args":{ 	 }},{"ph":"B","name":"empty pair","pid":1,"tid":1,"ts":0,"args":{ }},{"ph":"E","pid":1,"tid":1,"ts":5}"#,
+            r#"{"name":"late ph","args":{"Module Hierarchy":"m","x":[ 1 ]},"ph":"X"},{"name":"[memory]","args":{"Bytes":4,"Addr":9},"ph":"i","pid":1,"tid":2,"ts":1}"#,
+            r#"{"ph":"B","name":"p1","pid":1,"tid":1,"ts":0,"args":{"a":1}},{"ph":"B","name":"p2","pid":1,"tid":1,"ts":1,"args":[2]},{"ph":"E","pid":1,"tid":1,"ts":2},{"ph":"X","name":"between","args":{"b":2}},{"ph":"E","pid":1,"tid":1,"ts":3}"#,
+            r#"{"ph":"M","name":"process_name","pid":5,"args":{"name":"Communication"}},{"ph":"X","name":"hcom_allReduce_","pid":5,"tid":1,"ts":1,"dur":1,"args":{"In msg nelems":4,"dtype":"Float","Process Group Name":"g"}}"#,
             "",
         ]
         .iter()
-        .map(|e| wrap(&e.replace("LONG", &"x".repeat(5000))))
+        .map(|e| {
+            wrap(
+                &e.replace("LONG", &"x".repeat(5000))
+                    .replace("HUGE", &"y".repeat(MAX_RAW_ARGS)),
+            )
+        })
         .collect();
         v.extend(
             [
@@ -1679,6 +1801,41 @@ mod tests {
             err.contains("not a Chrome trace: expected `,` or `}` at line"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn details_are_kept_as_text_unless_too_long_and_decode_like_serde_json() {
+        let huge = "y".repeat(MAX_RAW_ARGS);
+        let doc = format!(
+            r#"{{"traceEvents":[{EV},{{"ph":"X","name":"huge","args":{{"Call stack":"{huge}"}}}},{{"ph":"B","name":"pair","pid":1,"tid":1,"ts":0,"args":{{"k":[1, 2]}}}},{{"ph":"E","pid":1,"tid":1,"ts":5}},{{"ph":"X","name":"none","args":{{}}}}]}}"#
+        );
+        let mut p = profile();
+        read_text(&doc, Path::new("t.json"), &mut p, &Limits::default()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        let args = |name: &str| {
+            let ev = v["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == name)
+                .unwrap();
+            ev["args"].clone()
+        };
+        let by_name = |name: &str| *p.events.iter().find(|e| p.str(e.name) == name).unwrap();
+        for (name, raw) in [("aten::mm", true), ("pair", true), ("huge", false)] {
+            let e = by_name(name);
+            assert_eq!(e.detail & RAW_DETAIL != 0, raw, "{name}");
+            let want = detail_of_value(e.track, args(name));
+            assert_eq!(p.detail(&e).unwrap().into_owned(), want, "{name}");
+        }
+        assert_eq!(by_name("none").detail, NONE);
+        assert!(p.detail(&by_name("none")).is_none());
+        // The one too long to keep is clipped, as every shown field is.
+        let huge = p.detail(&by_name("huge")).unwrap();
+        assert!(huge.stack.as_ref().unwrap().ends_with("… (truncated)"));
+        // Kept text: the two short ones, in two arenas (the chunk's and the pairs').
+        assert_eq!(p.raw_details.spans.len(), 2);
+        assert_eq!(p.raw_details.arenas.len(), 2);
     }
 
     #[test]

@@ -275,9 +275,9 @@ fn fill_events(t: &mut TimelineProfile, p: &Profile, order: &[usize], lane: &[u3
         });
         let x = match (e.detail != NONE).then(|| p.detail(e)).flatten() {
             Some(d) => {
-                let key = serde_json::to_string(d).unwrap_or_default();
+                let key = serde_json::to_string(&*d).unwrap_or_default();
                 *details.entry(key).or_insert_with(|| {
-                    t.details.push(d.clone());
+                    t.details.push(d.into_owned());
                     (t.details.len() - 1) as i64
                 })
             }

@@ -3,11 +3,16 @@
 //! converted into this model; all summaries ([`crate::summary`]) and views are computed from it.
 
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// Index meaning "no value" in string and detail references.
 pub const NONE: u32 = u32::MAX;
+
+/// Set in [`Event::detail`] (other than [`NONE`]) when the detail is kept as source text
+/// ([`RawDetails`]); the other bits are the index into [`RawDetails`]'s spans.
+pub const RAW_DETAIL: u32 = 1 << 31;
 
 /// Which timeline track an event belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -94,7 +99,8 @@ pub struct Event {
     pub dur: i64,
     /// Name (index into [`Profile::strings`]).
     pub name: u32,
-    /// Detail (index into [`Profile::details`]) or [`NONE`].
+    /// Detail (index into [`Profile::details`], or [`RAW_DETAIL`] plus an index into the raw
+    /// details) or [`NONE`]; read it with [`Profile::detail`].
     pub detail: u32,
     /// Thread or stream the event ran on (per-profile numbering).
     pub thread: u32,
@@ -144,6 +150,36 @@ pub struct Detail {
     /// Other arguments of a foreign event, as compact JSON text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub args: Option<String>,
+}
+
+/// Details kept as the JSON text of a foreign event's `args` (copied out of the input into a few
+/// large buffers, one per parse chunk) and decoded only when shown: building a [`Detail`] costs
+/// several allocations and most events' details are never shown (`--format json` shows none).
+#[derive(Debug, Clone, Default)]
+pub struct RawDetails {
+    /// Buffers of concatenated `args` texts.
+    pub(crate) arenas: Vec<String>,
+    /// One per raw detail.
+    pub(crate) spans: Vec<RawSpan>,
+}
+
+/// Where one raw detail's text is, and the track its event had when read (which decides what
+/// is decoded; Ascend traces re-assign some tracks later).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawSpan {
+    pub arena: u32,
+    pub off: u32,
+    pub len: u32,
+    pub track: Track,
+}
+
+impl RawDetails {
+    /// The text of span `i`.
+    fn text(&self, i: usize) -> Option<(&str, Track)> {
+        let s = self.spans.get(i)?;
+        let a = self.arenas.get(s.arena as usize)?;
+        Some((a.get(s.off as usize..(s.off + s.len) as usize)?, s.track))
+    }
 }
 
 /// One allocation or free.
@@ -207,9 +243,12 @@ pub struct Profile {
     /// Events, any order.
     #[serde(skip)]
     pub events: Vec<Event>,
-    /// Details referenced by events.
+    /// Details referenced by events (read them with [`Profile::detail`]).
     #[serde(skip)]
     pub details: Vec<Detail>,
+    /// Details kept as source text, referenced with [`RAW_DETAIL`].
+    #[serde(skip)]
+    pub raw_details: RawDetails,
     /// Memory events in time order.
     #[serde(skip)]
     pub memory: Vec<MemEvent>,
@@ -236,6 +275,7 @@ impl Profile {
             index: HashMap::new(),
             events: Vec::new(),
             details: Vec::new(),
+            raw_details: RawDetails::default(),
             memory: Vec::new(),
             threads: Vec::new(),
             tables: Vec::new(),
@@ -268,9 +308,13 @@ impl Profile {
         (self.details.len() - 1) as u32
     }
 
-    /// The detail of an event, if any.
-    pub fn detail(&self, e: &Event) -> Option<&Detail> {
-        self.details.get(e.detail as usize)
+    /// The detail of an event, if any (decoded here when it is kept as text).
+    pub fn detail(&self, e: &Event) -> Option<Cow<'_, Detail>> {
+        if e.detail != NONE && e.detail & RAW_DETAIL != 0 {
+            let (text, track) = self.raw_details.text((e.detail & !RAW_DETAIL) as usize)?;
+            return Some(Cow::Owned(crate::chrome::detail_of_text(track, text)));
+        }
+        self.details.get(e.detail as usize).map(Cow::Borrowed)
     }
 
     /// A short label: `rank 0 · step1/e2e`.

@@ -705,9 +705,13 @@ fn comm(profiles: &[Profile]) -> Vec<CommRow> {
                 .entry(p.str(e.name).to_string())
                 .or_insert((0, Some(0), 0, Some(0)));
             r.0 += 1;
-            r.1 = r.1.zip(d.and_then(|d| d.bytes)).map(|(a, b)| a + b);
+            r.1 =
+                r.1.zip(d.as_ref().and_then(|d| d.bytes))
+                    .map(|(a, b)| a + b);
             r.2 += e.dur as u64;
-            r.3 = r.3.zip(d.and_then(|d| d.wait_ns)).map(|(a, b)| a + b);
+            r.3 =
+                r.3.zip(d.as_ref().and_then(|d| d.wait_ns))
+                    .map(|(a, b)| a + b);
         }
         for (name, (count, bytes, total, wait)) in by {
             let busy = wait.map(|w| total.saturating_sub(w));
