@@ -110,6 +110,17 @@ pub struct Event {
     pub track: Track,
 }
 
+/// A placeholder event (filling a buffer before it is overwritten).
+const EMPTY: Event = Event {
+    start: 0,
+    dur: 0,
+    name: NONE,
+    detail: NONE,
+    thread: 0,
+    depth: 0,
+    track: Track::Step,
+};
+
 impl Event {
     /// End time.
     pub fn end(&self) -> i64 {
@@ -323,9 +334,38 @@ impl Profile {
     }
 
     /// Sorts events by (track, start, longer first) — the order every consumer relies on.
+    ///
+    /// A stable sort, done as a stable partition by track (a counting sort) and then a stable
+    /// sort of each track's run by (start, longer first), skipped where the run is already in
+    /// order: loaders append events in file order, which per track is mostly time order.
     pub fn sort(&mut self) {
-        self.events.sort_by_key(|e| (e.track, e.start, -e.dur));
-        self.memory.sort_by_key(|m| m.t);
+        let key = |e: &Event| (e.start, -e.dur);
+        if !self.events.is_sorted_by_key(|e| (e.track, key(e))) {
+            let mut at = [0usize; Track::ALL.len() + 1];
+            for e in &self.events {
+                at[e.track as usize + 1] += 1;
+            }
+            for i in 1..at.len() {
+                at[i] += at[i - 1];
+            }
+            let mut out = vec![self.events.first().copied().unwrap_or(EMPTY); self.events.len()];
+            let mut next = at;
+            for e in &self.events {
+                let t = e.track as usize;
+                out[next[t]] = *e;
+                next[t] += 1;
+            }
+            for w in at.windows(2) {
+                let run = &mut out[w[0]..w[1]];
+                if !run.is_sorted_by_key(key) {
+                    run.sort_by_key(key);
+                }
+            }
+            self.events = out;
+        }
+        if !self.memory.is_sorted_by_key(|m| m.t) {
+            self.memory.sort_by_key(|m| m.t);
+        }
     }
 
     /// Start and end of all events and memory samples (0, 0 when empty).
@@ -364,4 +404,66 @@ pub struct Loaded {
     pub profiles: Vec<Profile>,
     /// Inputs skipped.
     pub skipped: Vec<Skipped>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sort_equals_a_stable_sort_by_track_start_and_longer_first() {
+        // Ties (same track, start and duration) keep their order: `name` tells them apart.
+        let mut seed = 7u64;
+        let mut rand = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for (n, sorted_tracks) in [
+            (0, false),
+            (1, false),
+            (500, false),
+            (3000, false),
+            (3000, true),
+        ] {
+            let mut p = Profile::new("x".into(), SourceFormat::TorchTrace, 0, String::new());
+            for i in 0..n {
+                let start = if sorted_tracks {
+                    i as i64
+                } else {
+                    rand(50) as i64
+                };
+                p.events.push(Event {
+                    start,
+                    dur: rand(4) as i64,
+                    name: i as u32,
+                    detail: NONE,
+                    thread: 0,
+                    depth: 0,
+                    track: Track::ALL[rand(11) as usize],
+                });
+                p.memory.push(MemEvent {
+                    t: if sorted_tracks {
+                        i as i64
+                    } else {
+                        rand(30) as i64
+                    },
+                    delta: i as i64,
+                    addr: 0,
+                    op: NONE,
+                    total: None,
+                });
+            }
+            let mut want = p.events.clone();
+            want.sort_by_key(|e| (e.track, e.start, -e.dur));
+            let mut want_mem = p.memory.clone();
+            want_mem.sort_by_key(|m| m.t);
+            p.sort();
+            assert_eq!(p.events, want, "{n}");
+            assert_eq!(p.memory, want_mem, "{n}");
+            p.sort();
+            assert_eq!(p.events, want, "{n}, sorted again");
+        }
+    }
 }
