@@ -486,20 +486,37 @@ fn compact_cached<'c, 'a>(v: &'a str, cache: &'c mut Cache<'a>) -> &'c str {
 /// Field names in declaration order (an event may also be written as an array of them).
 const FIELDS: [&str; 8] = ["ph", "name", "cat", "pid", "tid", "ts", "dur", "args"];
 
-/// The index of a field name in [`FIELDS`].
+/// The index of a field name in [`FIELDS`] (compared as one little-endian word with its
+/// length: no string comparisons).
 #[inline]
 fn field_index(k: &str) -> Option<usize> {
-    Some(match k {
-        "ph" => 0,
-        "name" => 1,
-        "cat" => 2,
-        "pid" => 3,
-        "tid" => 4,
-        "ts" => 5,
-        "dur" => 6,
-        "args" => 7,
-        _ => return None,
-    })
+    const fn word(k: &[u8]) -> (usize, u32) {
+        let mut w = [0u8; 4];
+        let mut i = 0;
+        while i < k.len() {
+            w[i] = k[i];
+            i += 1;
+        }
+        (k.len(), u32::from_le_bytes(w))
+    }
+    const W: [(usize, u32); 8] = [
+        word(b"ph"),
+        word(b"name"),
+        word(b"cat"),
+        word(b"pid"),
+        word(b"tid"),
+        word(b"ts"),
+        word(b"dur"),
+        word(b"args"),
+    ];
+    let b = k.as_bytes();
+    if !(2..=4).contains(&b.len()) {
+        return None;
+    }
+    let mut w = [0u8; 4];
+    w[..b.len()].copy_from_slice(b);
+    let key = (b.len(), u32::from_le_bytes(w));
+    W.iter().position(|&f| f == key)
 }
 
 impl<'a> RawEvent<'a> {
@@ -547,7 +564,7 @@ impl<'a> RawEvent<'a> {
                 if i == 1 {
                     self.name_str = Some(s);
                 }
-                &r.text()[start..r.pos]
+                r.since(start)
             }
             Some(b'-' | b'0'..=b'9') => r.number()?,
             Some(b'{') if i == 7 && collect => {
@@ -574,7 +591,7 @@ impl<'a> RawEvent<'a> {
                         }
                     }
                 }
-                &r.text()[start..r.pos]
+                r.since(start)
             }
             _ => r.value(open)?,
         };
@@ -739,7 +756,8 @@ impl<'a> Chunk<'a> {
             steps: Vec::new(),
             members: Vec::new(),
             cache: Cache::default(),
-            arena: String::new(),
+            // About a third of a PyTorch trace's text is `args` of `X` events.
+            arena: String::with_capacity(guess * 64),
             spans: Vec::with_capacity(guess / 2),
         };
         let mut r = Reader::new(text, start);
@@ -1499,10 +1517,52 @@ fn id_text(v: Option<&str>) -> Cow<'_, str> {
 fn us_to_ns(v: Option<&str>) -> i64 {
     let us = match v.and_then(|v| v.as_bytes().first().map(|c| (c, v))) {
         Some((b'"', v)) => json::value_text(v).trim().parse().unwrap_or(0.0),
-        Some((b'-' | b'0'..=b'9', v)) => json::number_f64(v).unwrap_or(0.0),
+        Some((b'-' | b'0'..=b'9', v)) => {
+            if let Some(ns) = decimal_us_to_ns(v) {
+                return ns;
+            }
+            json::number_f64(v).unwrap_or(0.0)
+        }
         _ => 0.0,
     };
     (us * 1000.0).round() as i64
+}
+
+/// [`us_to_ns`] of a number token in integer arithmetic, for the common case that gives the
+/// same result: no exponent, at most 3 decimals, under 2^50 ns. (The float path divides the
+/// digits by 10^decimals once, exactly rounded, and multiplies by 1000, rounded again: a
+/// relative error under 2^-52, so under 0.25 ns below 2^50 ns, and the exact value is an
+/// integer, which rounding then gives back.)
+#[inline]
+fn decimal_us_to_ns(tok: &str) -> Option<i64> {
+    const MAX: u64 = 1 << 50;
+    let (neg, body) = match tok.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, tok),
+    };
+    let (mut int, mut frac, mut decimals, mut dot) = (0u64, 0u64, 0u32, false);
+    for c in body.bytes() {
+        match c {
+            b'0'..=b'9' if dot => {
+                decimals += 1;
+                if decimals > 3 {
+                    return None;
+                }
+                frac = frac * 10 + (c - b'0') as u64;
+            }
+            b'0'..=b'9' => {
+                int = int * 10 + (c - b'0') as u64;
+                if int >= MAX / 1000 {
+                    return None;
+                }
+            }
+            b'.' => dot = true,
+            _ => return None,
+        }
+    }
+    let ns = int * 1000 + frac * 10u64.pow(3 - decimals);
+    let ns = ns as i64;
+    Some(if neg { -ns } else { ns })
 }
 
 #[cfg(test)]
@@ -1836,6 +1896,76 @@ mod tests {
         // Kept text: the two short ones, in two arenas (the chunk's and the pairs').
         assert_eq!(p.raw_details.spans.len(), 2);
         assert_eq!(p.raw_details.arenas.len(), 2);
+    }
+
+    #[test]
+    fn times_convert_to_ns_like_the_float_path() {
+        let float = |tok: &str| (json::number_f64(tok).unwrap() * 1000.0).round() as i64;
+        let mut toks: Vec<String> = [
+            "0",
+            "-0",
+            "-0.0",
+            "1",
+            "1.002",
+            "1.07",
+            "0.5",
+            "0.0005",
+            "2.5e3",
+            "1E2",
+            "-17.125",
+            "1125899906842.623",
+            "1125899906842.624",
+            "1125899906842.625",
+            "9007199254740.993",
+            "1700000000000000.123",
+            "123456789.999",
+            "80.125",
+            "0.001",
+            "10.100",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut seed = 11u64;
+        for _ in 0..20_000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let int = (seed >> 20) % [10, 100_000, 1 << 40, 1 << 51][(seed % 4) as usize];
+            let decimals = (seed >> 8) % 5;
+            let frac = (seed >> 12) % 10u64.pow(decimals as u32);
+            let sign = if seed >> 63 == 1 { "-" } else { "" };
+            toks.push(match decimals {
+                0 => format!("{sign}{int}"),
+                d => format!("{sign}{int}.{frac:0w$}", w = d as usize),
+            });
+        }
+        let mut fast = 0;
+        for tok in &toks {
+            let v = Some(tok.as_str());
+            assert_eq!(us_to_ns(v), float(tok), "{tok}");
+            fast += decimal_us_to_ns(tok).is_some() as usize;
+        }
+        assert!(fast > toks.len() / 2, "{fast}");
+        assert_eq!(decimal_us_to_ns("1.0005"), None);
+        assert_eq!(decimal_us_to_ns("1e3"), None);
+        assert_eq!(decimal_us_to_ns("1125899906842.624"), None);
+        assert_eq!(
+            decimal_us_to_ns("1125899906841.999"),
+            Some(1125899906841999)
+        );
+    }
+
+    #[test]
+    fn field_names_are_found_exactly() {
+        for (i, f) in FIELDS.iter().enumerate() {
+            assert_eq!(field_index(f), Some(i));
+        }
+        for k in [
+            "", "p", "ph\0", "ph\0\0", "phx", "nam", "names", "Ph", "arg", "argss", "s", "id", "bp",
+        ] {
+            assert_eq!(field_index(k), None, "{k:?}");
+        }
     }
 
     #[test]
