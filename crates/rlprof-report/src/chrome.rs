@@ -151,9 +151,20 @@ pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), Re
             limits.max_bytes,
             &mut text,
         )?;
-        return read_text(&text_of(&text), path, p, limits);
+        let res = read_text(&text_of(&text), path, p, limits);
+        drop_in_background(text);
+        return res;
     }
-    read_text(&text_of(bytes), path, p, limits)
+    let res = read_text(&text_of(bytes), path, p, limits);
+    drop_in_background(map);
+    res
+}
+
+/// Drops `v` on the rayon pool: unmapping an 80 MB mapping or freeing the text is a few
+/// milliseconds of page-table work that need not hold up building the report (nothing
+/// borrows the text once it is parsed).
+fn drop_in_background<T: Send + 'static>(v: T) {
+    rayon::spawn(move || drop(v));
 }
 
 /// Reads events from any reader (uncompressed JSON) into `p`.
@@ -513,9 +524,9 @@ fn field_index(k: &str) -> Option<usize> {
     if !(2..=4).contains(&b.len()) {
         return None;
     }
-    let mut w = [0u8; 4];
-    w[..b.len()].copy_from_slice(b);
-    let key = (b.len(), u32::from_le_bytes(w));
+    // Byte by byte (a `copy_from_slice` of a variable length is a `memcpy` call).
+    let at = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
+    let key = (b.len(), at(0) | at(1) << 8 | at(2) << 16 | at(3) << 24);
     W.iter().position(|&f| f == key)
 }
 
@@ -529,15 +540,6 @@ impl<'a> RawEvent<'a> {
         open: u32,
         members: &mut Members<'a>,
     ) -> json::Result<()> {
-        // A complete event (`X`) keeps its `args` as text, so its members are not needed;
-        // other phases read them (when `ph` comes later they are read too).
-        let collect = !matches!(
-            self.ph,
-            Some(RawStr {
-                raw: "X",
-                escaped: false
-            })
-        );
         if i == 0 || i == 2 {
             let v = if r.null()? {
                 None
@@ -567,7 +569,18 @@ impl<'a> RawEvent<'a> {
                 r.since(start)
             }
             Some(b'-' | b'0'..=b'9') => r.number()?,
-            Some(b'{') if i == 7 && collect => {
+            // A complete event (`X`) keeps its `args` as text, so its members are not needed;
+            // other phases read them (when `ph` comes later they are read too).
+            Some(b'{')
+                if i == 7
+                    && !matches!(
+                        self.ph,
+                        Some(RawStr {
+                            raw: "X",
+                            escaped: false
+                        })
+                    ) =>
+            {
                 r.open(open)?;
                 r.pos += 1;
                 members.clear();

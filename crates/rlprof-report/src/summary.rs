@@ -237,9 +237,25 @@ pub struct DiffRow {
 
 /// Builds the report.
 pub fn summarise(loaded: &Loaded) -> Report {
-    let selfs: Vec<Vec<i64>> = loaded.profiles.iter().map(self_times).collect();
-    let mut notes = Vec::new();
-    let (ops, top) = op_tables(&loaded.profiles, &selfs, &mut notes);
+    // The parts are independent: the op tables on one thread, the rest on another.
+    let ((ops, top, notes), (breakdown, memory, comm)) = rayon::join(
+        || {
+            let selfs: Vec<Vec<i64>> = loaded.profiles.iter().map(self_times).collect();
+            let mut notes = Vec::new();
+            let (ops, top) = op_tables(&loaded.profiles, &selfs, &mut notes);
+            (ops, top, notes)
+        },
+        || {
+            let memory = loaded
+                .profiles
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| !p.memory.is_empty())
+                .map(|(i, p)| memory(i, p))
+                .collect();
+            (breakdown(&loaded.profiles), memory, comm(&loaded.profiles))
+        },
+    );
     Report {
         inputs: loaded
             .profiles
@@ -248,17 +264,11 @@ pub fn summarise(loaded: &Loaded) -> Report {
             .map(|(i, p)| input_of(i, p))
             .collect(),
         skipped: loaded.skipped.clone(),
-        breakdown: breakdown(&loaded.profiles),
+        breakdown,
         ops,
         top,
-        memory: loaded
-            .profiles
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| !p.memory.is_empty())
-            .map(|(i, p)| memory(i, p))
-            .collect(),
-        comm: comm(&loaded.profiles),
+        memory,
+        comm,
         notes,
         compare: None,
     }
