@@ -384,7 +384,7 @@ fn events_array<'a>(
         .reserve(sum(|c| c.details.len() + c.specials.len()));
     p.memory.reserve(sum(|c| c.memory.len()));
     st.mem_thread.reserve(sum(|c| c.memory.len()));
-    for c in chunks {
+    for c in &chunks {
         st.events += c.count;
         if st.events > limits.max_events {
             return Err(Fail::Limit);
@@ -393,7 +393,21 @@ fn events_array<'a>(
             return Err(Fail::Json(e));
         }
         r.pos = c.stop;
-        st.merge(c, p);
+    }
+    // `B`/`E` pairs are matched in file order across chunks, so chunks with them are merged
+    // one by one; otherwise the copying is done in parallel.
+    let pairs = chunks.iter().any(|c| {
+        c.specials
+            .iter()
+            .any(|(_, s)| matches!(s, Special::Begin(..) | Special::End(..)))
+    });
+    let spans = p.raw_details.spans.len() + sum(|c| c.spans.len());
+    if pairs || spans >= RAW_DETAIL as usize {
+        for c in chunks {
+            st.merge(c, p);
+        }
+    } else {
+        st.merge_parallel(chunks, p);
     }
     Ok(())
 }
@@ -969,6 +983,43 @@ impl<'a> Chunk<'a> {
     }
 }
 
+/// Appends the concatenation of `parts` to `out`, each part written by a rayon task straight
+/// into `out`'s spare capacity (no serial copy, and the new pages are faulted in on every
+/// thread).
+fn par_append<T, I>(out: &mut Vec<T>, parts: Vec<I>)
+where
+    T: Send,
+    I: ExactSizeIterator<Item = T> + Send,
+{
+    let n: usize = parts.iter().map(ExactSizeIterator::len).sum();
+    out.reserve(n);
+    let mut rest = &mut out.spare_capacity_mut()[..n];
+    let mut slots = Vec::with_capacity(parts.len());
+    for part in &parts {
+        let (a, b) = std::mem::take(&mut rest).split_at_mut(part.len());
+        slots.push(a);
+        rest = b;
+    }
+    slots.into_par_iter().zip(parts).for_each(|(slots, part)| {
+        let mut written = 0;
+        for (slot, v) in slots.iter_mut().zip(part) {
+            slot.write(v);
+            written += 1;
+        }
+        // A part shorter than its `len()` would leave slots unwritten.
+        assert_eq!(
+            written,
+            slots.len(),
+            "an iterator yielded fewer items than its len"
+        );
+    });
+    let len = out.len() + n;
+    // SAFETY: the `n` slots after the old length are the disjoint `slots` pieces, and each was
+    // written in full (asserted above; a failed assertion panics out of `for_each` before
+    // this line, leaving the length as it was). `len` is within the reserved capacity.
+    unsafe { out.set_len(len) };
+}
+
 /// Whether a (validated) value's text is an empty object: its detail is empty.
 fn is_empty_object(v: &str) -> bool {
     v.strip_prefix('{').is_some_and(|r| {
@@ -1117,6 +1168,103 @@ impl<'a> State<'a> {
         self.mem_thread
             .extend(c.mem_thread.iter().map(|&t| tmap[t as usize]));
         self.steps.extend(c.steps);
+    }
+
+    /// [`State::merge`] of all chunks at once, for chunks without `B`/`E` events and with raw
+    /// details that fit a reference: the numbering is done in order, the copying (events,
+    /// memory events, raw detail spans) in parallel into the sized vectors.
+    fn merge_parallel(&mut self, mut chunks: Vec<Chunk<'a>>, p: &mut Profile) {
+        struct Map {
+            names: Vec<u32>,
+            threads: Vec<u32>,
+            details: u32,
+            spans: u32,
+            arena: u32,
+        }
+        let mut maps = Vec::with_capacity(chunks.len());
+        // Where each chunk's events, memory events and spans start in the new ones.
+        let (mut ev_at, mut mem_at, mut span_at) = (vec![0], vec![0], vec![0]);
+        let span_base = p.raw_details.spans.len();
+        for c in &mut chunks {
+            let threads: Vec<u32> = c.threads.iter().map(|(a, b)| self.thread(a, b)).collect();
+            let names: Vec<u32> = c.names.iter().map(|n| p.intern(n)).collect();
+            let details = p.details.len() as u32;
+            p.details.append(&mut c.details);
+            let arena = p.raw_details.arenas.len() as u32;
+            if !c.spans.is_empty() {
+                p.raw_details.arenas.push(std::mem::take(&mut c.arena));
+            }
+            for (_, s) in std::mem::take(&mut c.specials) {
+                match s {
+                    Special::ProcessName(pid, label) => {
+                        self.process_names.insert(pid.into_owned(), label);
+                    }
+                    Special::ThreadName(pid, tid, label) => {
+                        self.thread_names
+                            .insert((pid.into_owned(), tid.into_owned()), label);
+                    }
+                    Special::Begin(..) | Special::End(..) => unreachable!("merged one by one"),
+                }
+            }
+            self.steps.append(&mut c.steps);
+            maps.push(Map {
+                names,
+                threads,
+                details,
+                spans: (span_base + span_at.last().expect("non-empty")) as u32,
+                arena,
+            });
+            ev_at.push(ev_at.last().expect("non-empty") + c.events.len());
+            mem_at.push(mem_at.last().expect("non-empty") + c.memory.len());
+            span_at.push(span_at.last().expect("non-empty") + c.spans.len());
+        }
+        let chunks = &chunks;
+        let maps = &maps;
+        par_append(
+            &mut p.events,
+            (0..chunks.len())
+                .map(|k| {
+                    let m = &maps[k];
+                    chunks[k].events.iter().map(move |e| Event {
+                        name: m.names[e.name as usize],
+                        thread: m.threads[e.thread as usize],
+                        detail: if e.detail == NONE {
+                            NONE
+                        } else if e.detail & RAW_DETAIL == 0 {
+                            e.detail + m.details
+                        } else {
+                            e.detail + m.spans
+                        },
+                        ..*e
+                    })
+                })
+                .collect(),
+        );
+        par_append(
+            &mut p.raw_details.spans,
+            (0..chunks.len())
+                .map(|k| {
+                    let arena = maps[k].arena;
+                    chunks[k].spans.iter().map(move |s| RawSpan { arena, ..*s })
+                })
+                .collect(),
+        );
+        par_append(
+            &mut p.memory,
+            chunks.iter().map(|c| c.memory.iter().copied()).collect(),
+        );
+        par_append(
+            &mut self.mem_thread,
+            (0..chunks.len())
+                .map(|k| {
+                    let m = &maps[k];
+                    chunks[k]
+                        .mem_thread
+                        .iter()
+                        .map(move |&t| m.threads[t as usize])
+                })
+                .collect(),
+        );
     }
 
     /// The event of a matched `B`/`E` pair.
@@ -1859,6 +2007,25 @@ mod tests {
             .unwrap();
         let got = pool.install(|| ours(&doc, u64::MAX)).unwrap();
         assert_eq!(got, want);
+        // With a `B`/`E` pair (matched across chunks) the chunks are merged one by one.
+        let paired = doc
+            .replacen(
+                "[\n  ",
+                "[\n  {\"ph\":\"B\",\"name\":\"pair\",\"pid\":1,\"tid\":1,\"ts\":0,\"args\":{\"a\":1}},",
+                1,
+            )
+            .replacen(
+                "\n]",
+                ",{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":9}\n]",
+                1,
+            );
+        assert_ne!(paired, doc);
+        let want_paired = reference(&paired, u64::MAX).unwrap();
+        assert_eq!(
+            pool.install(|| ours(&paired, u64::MAX)).unwrap(),
+            want_paired
+        );
+        assert_eq!(want_paired.0.len(), want.0.len() + 1);
         // The cut guesses did land inside strings (so the re-parse path ran).
         let first = doc.find('[').unwrap() + 4;
         let n = (doc.len() - first) / CHUNK_BYTES;
@@ -1967,6 +2134,16 @@ mod tests {
             decimal_us_to_ns("1125899906841.999"),
             Some(1125899906841999)
         );
+    }
+
+    #[test]
+    fn par_append_concatenates_in_order() {
+        let mut out = vec![1, 2];
+        let parts: Vec<Vec<u64>> = vec![vec![], (3..1000).collect(), vec![], vec![1000], vec![]];
+        par_append(&mut out, parts.iter().map(|p| p.iter().copied()).collect());
+        assert_eq!(out, (1..=1000).collect::<Vec<u64>>());
+        par_append(&mut out, Vec::<std::vec::IntoIter<u64>>::new());
+        assert_eq!(out.len(), 1000);
     }
 
     #[test]
