@@ -1427,20 +1427,50 @@ fn attribute_memory(p: &mut Profile, mem_thread: &[u32]) {
             .push((e.start, e.end(), e.name));
     }
     ops.par_iter_mut().for_each(|(_, v)| v.sort_unstable());
+    // In pieces: memory events come in time order, so within a piece the next event's
+    // partition point is usually a few ops past the previous one (walked to, not searched).
     p.memory
-        .par_iter_mut()
-        .zip(mem_thread.par_iter())
-        .for_each(|(m, t)| {
-            let Some(v) = ops.get(t) else { return };
-            let i = v.partition_point(|o| o.0 <= m.t);
-            m.op = v[..i]
-                .iter()
-                .rev()
-                .take(256)
-                .find(|o| o.1 >= m.t)
-                .map(|o| o.2)
-                .unwrap_or(NONE);
+        .par_chunks_mut(4096)
+        .zip(mem_thread.par_chunks(4096))
+        .for_each(|(ms, ts)| {
+            let mut last: Option<(u32, i64, usize)> = None;
+            for (m, &t) in ms.iter_mut().zip(ts) {
+                let Some(v) = ops.get(&t) else { continue };
+                let i = match last {
+                    Some((lt, lm, li)) if lt == t && lm <= m.t => {
+                        // `partition_point` of everything up to `lm`, so the answer is at
+                        // or after `li`.
+                        let mut i = li;
+                        let mut steps = 0;
+                        while i < v.len() && v[i].0 <= m.t {
+                            i += 1;
+                            steps += 1;
+                            if steps == 16 {
+                                i += v[i..].partition_point(|o| o.0 <= m.t);
+                                break;
+                            }
+                        }
+                        i
+                    }
+                    _ => v.partition_point(|o| o.0 <= m.t),
+                };
+                last = Some((t, m.t, i));
+                attribute_one(m, &v[..i]);
+            }
         });
+}
+
+/// Sets `m.op` to the innermost of `before` (ops starting at or before it, sorted) still open
+/// at its time.
+#[inline]
+fn attribute_one(m: &mut MemEvent, before: &[(i64, i64, u32)]) {
+    m.op = before
+        .iter()
+        .rev()
+        .take(256)
+        .find(|o| o.1 >= m.t)
+        .map(|o| o.2)
+        .unwrap_or(NONE);
 }
 
 /// Track of an event from its category and name.
@@ -1675,6 +1705,7 @@ fn id_text(v: Option<&str>) -> Cow<'_, str> {
 }
 
 /// Microseconds (number or numeric string) to nanoseconds.
+#[inline]
 fn us_to_ns(v: Option<&str>) -> i64 {
     let us = match v.and_then(|v| v.as_bytes().first().map(|c| (c, v))) {
         Some((b'"', v)) => json::value_text(v).trim().parse().unwrap_or(0.0),
@@ -2134,6 +2165,71 @@ mod tests {
             decimal_us_to_ns("1125899906841.999"),
             Some(1125899906841999)
         );
+    }
+
+    #[test]
+    fn memory_is_attributed_like_a_search_per_event() {
+        let mut seed = 3u64;
+        let mut rand = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut p = profile();
+        for i in 0..3000 {
+            p.events.push(Event {
+                start: rand(100_000) as i64,
+                dur: rand(if i % 10 == 0 { 5000 } else { 40 }) as i64,
+                name: i,
+                detail: NONE,
+                thread: rand(3) as u32,
+                depth: 0,
+                track: if i % 7 == 0 { Track::Kernel } else { Track::Op },
+            });
+        }
+        // Mostly in time order (long stretches, gaps of many ops), some out of order, some on
+        // a thread without ops.
+        let mut t = 0i64;
+        let mut threads = Vec::new();
+        for i in 0..20_000 {
+            t += rand(if i % 500 == 0 { 20_000 } else { 30 }) as i64;
+            let at = if i % 97 == 0 {
+                rand(100_000) as i64
+            } else {
+                t % 100_000
+            };
+            p.memory.push(MemEvent {
+                t: at,
+                delta: 1,
+                addr: 0,
+                op: NONE,
+                total: None,
+            });
+            threads.push(if i % 1000 < 900 { 1 } else { rand(4) as u32 });
+        }
+        let want: Vec<u32> = p
+            .memory
+            .iter()
+            .zip(&threads)
+            .map(|(m, &th)| {
+                let mut ops: Vec<(i64, i64, u32)> = p
+                    .events
+                    .iter()
+                    .filter(|e| e.track == Track::Op && e.thread == th)
+                    .map(|e| (e.start, e.end(), e.name))
+                    .collect();
+                ops.sort_unstable();
+                let i = ops.partition_point(|o| o.0 <= m.t);
+                let mut m = *m;
+                attribute_one(&mut m, &ops[..i]);
+                m.op
+            })
+            .collect();
+        attribute_memory(&mut p, &threads);
+        let got: Vec<u32> = p.memory.iter().map(|m| m.op).collect();
+        assert_eq!(got, want);
+        assert!(got.iter().filter(|&&o| o != NONE).count() > 1000);
     }
 
     #[test]

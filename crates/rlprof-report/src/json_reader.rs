@@ -622,6 +622,22 @@ pub(crate) fn value_text(raw: &str) -> Cow<'_, str> {
 /// The `i64` serde_json-style accessors give a value: integers, floats truncated, numeric
 /// strings parsed.
 pub(crate) fn value_i64(raw: &str) -> Option<i64> {
+    // Plain integers (sizes, addresses) in one pass; up to 18 digits cannot overflow.
+    let digits = raw.strip_prefix('-').unwrap_or(raw);
+    if (1..=18).contains(&digits.len()) {
+        let mut v: i64 = 0;
+        let mut plain = true;
+        for c in digits.bytes() {
+            if !c.is_ascii_digit() {
+                plain = false;
+                break;
+            }
+            v = v * 10 + (c - b'0') as i64;
+        }
+        if plain {
+            return Some(if digits.len() < raw.len() { -v } else { v });
+        }
+    }
     match raw.as_bytes().first() {
         Some(b'"') => value_text(raw).trim().parse().ok(),
         Some(b'-' | b'0'..=b'9') => {
