@@ -746,7 +746,10 @@ struct Chunk<'a> {
     name_ix: FxHashMap<Cow<'a, str>, u32>,
     threads: Vec<(Cow<'a, str>, Cow<'a, str>)>,
     thread_ix: FxHashMap<(Cow<'a, str>, Cow<'a, str>), u32>,
-    last_thread: Option<(Option<&'a str>, Option<&'a str>, u32)>,
+    /// The last few (pid, tid) texts seen and their numbers (host ops, kernels and memory
+    /// events interleave a few threads), the next one to replace.
+    last_threads: [Option<(Option<&'a str>, Option<&'a str>, u32)>; 4],
+    last_next: usize,
     memory: Vec<MemEvent>,
     mem_thread: Vec<u32>,
     /// Specials with the number of events pushed before each.
@@ -776,7 +779,8 @@ impl<'a> Chunk<'a> {
             name_ix: FxHashMap::default(),
             threads: Vec::new(),
             thread_ix: FxHashMap::default(),
-            last_thread: None,
+            last_threads: [None; 4],
+            last_next: 0,
             memory: Vec::with_capacity(guess / 2),
             mem_thread: Vec::with_capacity(guess / 2),
             specials: Vec::new(),
@@ -842,7 +846,7 @@ impl<'a> Chunk<'a> {
     }
 
     fn thread(&mut self, pid: Option<&'a str>, tid: Option<&'a str>) -> u32 {
-        if let Some((p, t, i)) = self.last_thread {
+        for &(p, t, i) in self.last_threads.iter().flatten() {
             if p == pid && t == tid {
                 return i;
             }
@@ -857,7 +861,8 @@ impl<'a> Chunk<'a> {
                 i
             }
         };
-        self.last_thread = Some((pid, tid, i));
+        self.last_threads[self.last_next] = Some((pid, tid, i));
+        self.last_next = (self.last_next + 1) % self.last_threads.len();
         i
     }
 
