@@ -111,6 +111,10 @@ impl<'a> Reader<'a> {
     /// Skips JSON whitespace.
     #[inline(always)]
     pub fn ws(&mut self) {
+        // Usually there is none: one comparison (every whitespace byte is <= b' ').
+        if self.b.get(self.pos).is_some_and(|&c| c > b' ') {
+            return;
+        }
         while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.b.get(self.pos) {
             self.pos += 1;
         }
@@ -246,6 +250,18 @@ impl<'a> Reader<'a> {
     #[inline(always)]
     fn digits(&mut self) -> usize {
         let start = self.pos;
+        // Eight bytes at a time up to the first non-digit: `t` maps digits to 0..=9, and a byte
+        // of `t` gets its high bit set by adding 0x76 (no carry out of a byte) exactly when
+        // it is above 9 or already had the bit.
+        while let Some(chunk) = self.b.get(self.pos..self.pos + 8) {
+            let t = u64::from_le_bytes(chunk.try_into().expect("8 bytes")) ^ (ONES * b'0' as u64);
+            let non_digit = (((t & (ONES * 0x7F)) + ONES * 0x76) | t) & HIGHS;
+            if non_digit != 0 {
+                self.pos += (non_digit.trailing_zeros() / 8) as usize;
+                return self.pos - start;
+            }
+            self.pos += 8;
+        }
         while let Some(b'0'..=b'9') = self.peek() {
             self.pos += 1;
         }
@@ -774,6 +790,24 @@ mod tests {
                 let span = got.unwrap();
                 assert_eq!(serde_json::from_str::<serde_json::Value>(span).unwrap(), v);
                 assert_eq!(span, doc.trim_matches([' ', '\n', '\t', '\r']));
+            }
+        }
+    }
+
+    #[test]
+    fn digit_runs_end_at_the_first_non_digit_byte() {
+        for c in 0..=255u8 {
+            for run in [0, 1, 7, 8, 9, 15, 16, 23] {
+                for tail in [0, 1, 9] {
+                    let mut b = vec![b'5'; run];
+                    b.push(c);
+                    b.extend(std::iter::repeat_n(b'1', tail));
+                    let text = String::from_utf8_lossy(&b).into_owned();
+                    let mut r = Reader::new(&text, 0);
+                    let want = text.bytes().take_while(u8::is_ascii_digit).count();
+                    assert_eq!(r.digits(), want, "{c} {run} {tail}");
+                    assert_eq!(r.pos, want);
+                }
             }
         }
     }
