@@ -117,10 +117,12 @@ pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), Re
     }
     // SAFETY: the map is only read while this function runs. Like every reader of a mapped
     // file, a concurrent writer truncating the file could fault the process; trace files are
-    // written once by the profiler and not modified while a report is built.
+    // written once by the profiler and not modified while a report is built. (Not
+    // pre-faulted with `populate`, which maps every page on this thread: the parallel UTF-8
+    // check touches the pages first, on every thread.)
     let map = if len >= MAP_MIN_BYTES {
         Some(
-            unsafe { memmap2::MmapOptions::new().populate().map(&file) }
+            unsafe { memmap2::MmapOptions::new().map(&file) }
                 .map_err(crate::error::io(path))?,
         )
     } else {
