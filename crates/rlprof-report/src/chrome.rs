@@ -121,10 +121,7 @@ pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), Re
     // pre-faulted with `populate`, which maps every page on this thread: the parallel UTF-8
     // check touches the pages first, on every thread.)
     let map = if len >= MAP_MIN_BYTES {
-        Some(
-            unsafe { memmap2::MmapOptions::new().map(&file) }
-                .map_err(crate::error::io(path))?,
-        )
+        Some(unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(crate::error::io(path))?)
     } else {
         None
     };
@@ -731,6 +728,9 @@ enum Special<'a> {
     ThreadName(Cow<'a, str>, Cow<'a, str>, String),
 }
 
+/// A (pid, tid) as written and its chunk-local thread number.
+type SeenThread<'a> = (Option<&'a str>, Option<&'a str>, u32);
+
 /// The events of one stretch of the events array, with chunk-local name and thread numbers.
 struct Chunk<'a> {
     /// Where it started and where it stopped (the next element, or past the array's `]`).
@@ -750,7 +750,7 @@ struct Chunk<'a> {
     thread_ix: FxHashMap<(Cow<'a, str>, Cow<'a, str>), u32>,
     /// The last few (pid, tid) texts seen and their numbers (host ops, kernels and memory
     /// events interleave a few threads), the next one to replace.
-    last_threads: [Option<(Option<&'a str>, Option<&'a str>, u32)>; 4],
+    last_threads: [Option<SeenThread<'a>>; 4],
     last_next: usize,
     memory: Vec<MemEvent>,
     mem_thread: Vec<u32>,
