@@ -24,7 +24,9 @@
 
 use crate::error::ReportError;
 use crate::json_reader::{self as json, ErrorKind, RawStr, Reader};
-use crate::model::{Detail, Event, MemEvent, Profile, SourceFormat, Track, NONE};
+use crate::model::{
+    Detail, Event, MemEvent, Profile, RawDetails, RawSpan, SourceFormat, Track, NONE, RAW_DETAIL,
+};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
@@ -54,6 +56,9 @@ impl Default for Limits {
 pub const MAX_DEPTH: u64 = json::MAX_DEPTH as u64;
 /// Longest argument text kept per event.
 pub const MAX_ARGS_TEXT: usize = 4096;
+/// Longest `args` text kept as text (decoded when shown); longer ones are decoded (and
+/// clipped to [`MAX_ARGS_TEXT`] per field) while loading, so what is kept stays bounded.
+const MAX_RAW_ARGS: usize = 4 * MAX_ARGS_TEXT;
 
 /// Role-call names as annotated by the reference system.
 pub const ROLE_CALLS: [&str; 7] = [
@@ -112,12 +117,11 @@ pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), Re
     }
     // SAFETY: the map is only read while this function runs. Like every reader of a mapped
     // file, a concurrent writer truncating the file could fault the process; trace files are
-    // written once by the profiler and not modified while a report is built.
+    // written once by the profiler and not modified while a report is built. (Not
+    // pre-faulted with `populate`, which maps every page on this thread: the parallel UTF-8
+    // check touches the pages first, on every thread.)
     let map = if len >= MAP_MIN_BYTES {
-        Some(
-            unsafe { memmap2::MmapOptions::new().populate().map(&file) }
-                .map_err(crate::error::io(path))?,
-        )
+        Some(unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(crate::error::io(path))?)
     } else {
         None
     };
@@ -146,9 +150,20 @@ pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), Re
             limits.max_bytes,
             &mut text,
         )?;
-        return read_text(&text_of(&text), path, p, limits);
+        let res = read_text(&text_of(&text), path, p, limits);
+        drop_in_background(text);
+        return res;
     }
-    read_text(&text_of(bytes), path, p, limits)
+    let res = read_text(&text_of(bytes), path, p, limits);
+    drop_in_background(map);
+    res
+}
+
+/// Drops `v` on the rayon pool: unmapping an 80 MB mapping or freeing the text is a few
+/// milliseconds of page-table work that need not hold up building the report (nothing
+/// borrows the text once it is parsed).
+fn drop_in_background<T: Send + 'static>(v: T) {
+    rayon::spawn(move || drop(v));
 }
 
 /// Reads events from any reader (uncompressed JSON) into `p`.
@@ -368,7 +383,7 @@ fn events_array<'a>(
         .reserve(sum(|c| c.details.len() + c.specials.len()));
     p.memory.reserve(sum(|c| c.memory.len()));
     st.mem_thread.reserve(sum(|c| c.memory.len()));
-    for c in chunks {
+    for c in &chunks {
         st.events += c.count;
         if st.events > limits.max_events {
             return Err(Fail::Limit);
@@ -377,7 +392,21 @@ fn events_array<'a>(
             return Err(Fail::Json(e));
         }
         r.pos = c.stop;
-        st.merge(c, p);
+    }
+    // `B`/`E` pairs are matched in file order across chunks, so chunks with them are merged
+    // one by one; otherwise the copying is done in parallel.
+    let pairs = chunks.iter().any(|c| {
+        c.specials
+            .iter()
+            .any(|(_, s)| matches!(s, Special::Begin(..) | Special::End(..)))
+    });
+    let spans = p.raw_details.spans.len() + sum(|c| c.spans.len());
+    if pairs || spans >= RAW_DETAIL as usize {
+        for c in chunks {
+            st.merge(c, p);
+        }
+    } else {
+        st.merge_parallel(chunks, p);
     }
     Ok(())
 }
@@ -481,20 +510,37 @@ fn compact_cached<'c, 'a>(v: &'a str, cache: &'c mut Cache<'a>) -> &'c str {
 /// Field names in declaration order (an event may also be written as an array of them).
 const FIELDS: [&str; 8] = ["ph", "name", "cat", "pid", "tid", "ts", "dur", "args"];
 
-/// The index of a field name in [`FIELDS`].
+/// The index of a field name in [`FIELDS`] (compared as one little-endian word with its
+/// length: no string comparisons).
 #[inline]
 fn field_index(k: &str) -> Option<usize> {
-    Some(match k {
-        "ph" => 0,
-        "name" => 1,
-        "cat" => 2,
-        "pid" => 3,
-        "tid" => 4,
-        "ts" => 5,
-        "dur" => 6,
-        "args" => 7,
-        _ => return None,
-    })
+    const fn word(k: &[u8]) -> (usize, u32) {
+        let mut w = [0u8; 4];
+        let mut i = 0;
+        while i < k.len() {
+            w[i] = k[i];
+            i += 1;
+        }
+        (k.len(), u32::from_le_bytes(w))
+    }
+    const W: [(usize, u32); 8] = [
+        word(b"ph"),
+        word(b"name"),
+        word(b"cat"),
+        word(b"pid"),
+        word(b"tid"),
+        word(b"ts"),
+        word(b"dur"),
+        word(b"args"),
+    ];
+    let b = k.as_bytes();
+    if !(2..=4).contains(&b.len()) {
+        return None;
+    }
+    // Byte by byte (a `copy_from_slice` of a variable length is a `memcpy` call).
+    let at = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
+    let key = (b.len(), at(0) | at(1) << 8 | at(2) << 16 | at(3) << 24);
+    W.iter().position(|&f| f == key)
 }
 
 impl<'a> RawEvent<'a> {
@@ -533,10 +579,21 @@ impl<'a> RawEvent<'a> {
                 if i == 1 {
                     self.name_str = Some(s);
                 }
-                &r.text()[start..r.pos]
+                r.since(start)
             }
             Some(b'-' | b'0'..=b'9') => r.number()?,
-            Some(b'{') if i == 7 => {
+            // A complete event (`X`) keeps its `args` as text, so its members are not needed;
+            // other phases read them (when `ph` comes later they are read too).
+            Some(b'{')
+                if i == 7
+                    && !matches!(
+                        self.ph,
+                        Some(RawStr {
+                            raw: "X",
+                            escaped: false
+                        })
+                    ) =>
+            {
                 r.open(open)?;
                 r.pos += 1;
                 members.clear();
@@ -560,7 +617,7 @@ impl<'a> RawEvent<'a> {
                         }
                     }
                 }
-                &r.text()[start..r.pos]
+                r.since(start)
             }
             _ => r.value(open)?,
         };
@@ -671,6 +728,9 @@ enum Special<'a> {
     ThreadName(Cow<'a, str>, Cow<'a, str>, String),
 }
 
+/// A (pid, tid) as written and its chunk-local thread number.
+type SeenThread<'a> = (Option<&'a str>, Option<&'a str>, u32);
+
 /// The events of one stretch of the events array, with chunk-local name and thread numbers.
 struct Chunk<'a> {
     /// Where it started and where it stopped (the next element, or past the array's `]`).
@@ -688,7 +748,10 @@ struct Chunk<'a> {
     name_ix: FxHashMap<Cow<'a, str>, u32>,
     threads: Vec<(Cow<'a, str>, Cow<'a, str>)>,
     thread_ix: FxHashMap<(Cow<'a, str>, Cow<'a, str>), u32>,
-    last_thread: Option<(Option<&'a str>, Option<&'a str>, u32)>,
+    /// The last few (pid, tid) texts seen and their numbers (host ops, kernels and memory
+    /// events interleave a few threads), the next one to replace.
+    last_threads: [Option<SeenThread<'a>>; 4],
+    last_next: usize,
     memory: Vec<MemEvent>,
     mem_thread: Vec<u32>,
     /// Specials with the number of events pushed before each.
@@ -696,6 +759,9 @@ struct Chunk<'a> {
     steps: Vec<u64>,
     members: Members<'a>,
     cache: Cache<'a>,
+    /// Raw details: the `args` texts, and spans into them (arena 0).
+    arena: String,
+    spans: Vec<RawSpan>,
 }
 
 impl<'a> Chunk<'a> {
@@ -715,13 +781,17 @@ impl<'a> Chunk<'a> {
             name_ix: FxHashMap::default(),
             threads: Vec::new(),
             thread_ix: FxHashMap::default(),
-            last_thread: None,
+            last_threads: [None; 4],
+            last_next: 0,
             memory: Vec::with_capacity(guess / 2),
             mem_thread: Vec::with_capacity(guess / 2),
             specials: Vec::new(),
             steps: Vec::new(),
             members: Vec::new(),
             cache: Cache::default(),
+            // About a third of a PyTorch trace's text is `args` of `X` events.
+            arena: String::with_capacity(guess * 64),
+            spans: Vec::with_capacity(guess / 2),
         };
         let mut r = Reader::new(text, start);
         loop {
@@ -778,7 +848,7 @@ impl<'a> Chunk<'a> {
     }
 
     fn thread(&mut self, pid: Option<&'a str>, tid: Option<&'a str>) -> u32 {
-        if let Some((p, t, i)) = self.last_thread {
+        for &(p, t, i) in self.last_threads.iter().flatten() {
             if p == pid && t == tid {
                 return i;
             }
@@ -793,7 +863,8 @@ impl<'a> Chunk<'a> {
                 i
             }
         };
-        self.last_thread = Some((pid, tid, i));
+        self.last_threads[self.last_next] = Some((pid, tid, i));
+        self.last_next = (self.last_next + 1) % self.last_threads.len();
         i
     }
 
@@ -819,19 +890,24 @@ impl<'a> Chunk<'a> {
                     self.steps.extend(step_number(&name));
                 }
                 let detail = match ev.args {
-                    Some(a) => {
-                        let d = if ev.args_members {
-                            detail_from_members(track, a.len(), &mut self.members, &mut self.cache)
-                        } else {
-                            detail_of(track, a, &mut self.members, &mut self.cache)
-                        };
-                        if d == Detail::default() {
-                            NONE
-                        } else {
+                    Some(a) if is_empty_object(a) => NONE,
+                    Some(a) => match push_raw(&mut self.arena, &mut self.spans, 0, a, track) {
+                        Some(i) => i,
+                        None => {
+                            let d = if ev.args_members {
+                                detail_from_members(
+                                    track,
+                                    a.len(),
+                                    &mut self.members,
+                                    &mut self.cache,
+                                )
+                            } else {
+                                detail_of(track, a, &mut self.members, &mut self.cache)
+                            };
                             self.details.push(d);
                             (self.details.len() - 1) as u32
                         }
-                    }
+                    },
                     None => NONE,
                 };
                 let name = self.intern(name);
@@ -914,6 +990,79 @@ impl<'a> Chunk<'a> {
     }
 }
 
+/// Appends the concatenation of `parts` to `out`, each part written by a rayon task straight
+/// into `out`'s spare capacity (no serial copy, and the new pages are faulted in on every
+/// thread).
+fn par_append<T, I>(out: &mut Vec<T>, parts: Vec<I>)
+where
+    T: Send,
+    I: ExactSizeIterator<Item = T> + Send,
+{
+    let n: usize = parts.iter().map(ExactSizeIterator::len).sum();
+    out.reserve(n);
+    let mut rest = &mut out.spare_capacity_mut()[..n];
+    let mut slots = Vec::with_capacity(parts.len());
+    for part in &parts {
+        let (a, b) = std::mem::take(&mut rest).split_at_mut(part.len());
+        slots.push(a);
+        rest = b;
+    }
+    slots.into_par_iter().zip(parts).for_each(|(slots, part)| {
+        let mut written = 0;
+        for (slot, v) in slots.iter_mut().zip(part) {
+            slot.write(v);
+            written += 1;
+        }
+        // A part shorter than its `len()` would leave slots unwritten.
+        assert_eq!(
+            written,
+            slots.len(),
+            "an iterator yielded fewer items than its len"
+        );
+    });
+    let len = out.len() + n;
+    // SAFETY: the `n` slots after the old length are the disjoint `slots` pieces, and each was
+    // written in full (asserted above; a failed assertion panics out of `for_each` before
+    // this line, leaving the length as it was). `len` is within the reserved capacity.
+    unsafe { out.set_len(len) };
+}
+
+/// Whether a (validated) value's text is an empty object: its detail is empty.
+fn is_empty_object(v: &str) -> bool {
+    v.strip_prefix('{').is_some_and(|r| {
+        r.trim_start_matches([' ', '\n', '\t', '\r'])
+            .starts_with('}')
+    })
+}
+
+/// Keeps `args` (a validated, non-empty value's text) as a raw detail in `arena` (number
+/// `arena_ix`); returns the event's detail reference, or `None` when it is too long to keep
+/// as text (or past what a span can address), to be decoded now.
+fn push_raw(
+    arena: &mut String,
+    spans: &mut Vec<RawSpan>,
+    arena_ix: u32,
+    args: &str,
+    track: Track,
+) -> Option<u32> {
+    let off = u32::try_from(arena.len()).ok()?;
+    let len = u32::try_from(args.len()).ok()?;
+    if args.len() > MAX_RAW_ARGS || off.checked_add(len).is_none() {
+        return None;
+    }
+    let i = u32::try_from(spans.len())
+        .ok()
+        .filter(|&i| i < RAW_DETAIL)?;
+    arena.push_str(args);
+    spans.push(RawSpan {
+        arena: arena_ix,
+        off,
+        len,
+        track,
+    });
+    Some(RAW_DETAIL | i)
+}
+
 /// `ProfilerStep#12` -> 12.
 fn step_number(name: &str) -> Option<u64> {
     name.strip_prefix("ProfilerStep#")
@@ -935,6 +1084,8 @@ struct State<'a> {
     dist_rank: Option<u32>,
     members: Members<'a>,
     cache: Cache<'a>,
+    /// The arena (in `p.raw_details`) of matched `B`/`E` events' raw details, once there is one.
+    pair_arena: Option<u32>,
 }
 
 impl<'a> State<'a> {
@@ -950,24 +1101,46 @@ impl<'a> State<'a> {
     }
 
     /// Appends a chunk's events to `p` (numbering its names, threads and details globally).
-    fn merge(&mut self, c: Chunk<'a>, p: &mut Profile) {
+    fn merge(&mut self, mut c: Chunk<'a>, p: &mut Profile) {
         let tmap: Vec<u32> = c.threads.iter().map(|(a, b)| self.thread(a, b)).collect();
         let nmap: Vec<u32> = c.names.iter().map(|n| p.intern(n)).collect();
         let dbase = p.details.len() as u32;
         p.details.extend(c.details);
-        let remap = |e: &Event| Event {
+        let raw = &mut p.raw_details;
+        let sbase = raw.spans.len() as u32;
+        // Past what a reference can address: decoded now (not reached under the event limit).
+        let fits = (sbase as usize + c.spans.len()) < RAW_DETAIL as usize;
+        if !c.spans.is_empty() && fits {
+            let a = raw.arenas.len() as u32;
+            raw.arenas.push(std::mem::take(&mut c.arena));
+            raw.spans
+                .extend(c.spans.iter().map(|s| RawSpan { arena: a, ..*s }));
+        }
+        let detail = |d: u32, p: &mut Profile| {
+            if d == NONE {
+                NONE
+            } else if d & RAW_DETAIL == 0 {
+                d + dbase
+            } else if fits {
+                d + sbase
+            } else {
+                let s = c.spans[(d & !RAW_DETAIL) as usize];
+                let text = &c.arena[s.off as usize..(s.off + s.len) as usize];
+                p.add_detail(detail_of_text(s.track, text))
+            }
+        };
+        let remap = |e: &Event, p: &mut Profile| Event {
             name: nmap[e.name as usize],
             thread: tmap[e.thread as usize],
-            detail: if e.detail == NONE {
-                NONE
-            } else {
-                e.detail + dbase
-            },
+            detail: detail(e.detail, p),
             ..*e
         };
         let mut done = 0;
         for (at, s) in c.specials {
-            p.events.extend(c.events[done..at].iter().map(remap));
+            for e in &c.events[done..at] {
+                let e = remap(e, p);
+                p.events.push(e);
+            }
             done = at;
             match s {
                 Special::Begin(t, (start, n, args, cat)) => {
@@ -994,11 +1167,111 @@ impl<'a> State<'a> {
                 }
             }
         }
-        p.events.extend(c.events[done..].iter().map(remap));
+        for e in &c.events[done..] {
+            let e = remap(e, p);
+            p.events.push(e);
+        }
         p.memory.extend(c.memory);
         self.mem_thread
             .extend(c.mem_thread.iter().map(|&t| tmap[t as usize]));
         self.steps.extend(c.steps);
+    }
+
+    /// [`State::merge`] of all chunks at once, for chunks without `B`/`E` events and with raw
+    /// details that fit a reference: the numbering is done in order, the copying (events,
+    /// memory events, raw detail spans) in parallel into the sized vectors.
+    fn merge_parallel(&mut self, mut chunks: Vec<Chunk<'a>>, p: &mut Profile) {
+        struct Map {
+            names: Vec<u32>,
+            threads: Vec<u32>,
+            details: u32,
+            spans: u32,
+            arena: u32,
+        }
+        let mut maps = Vec::with_capacity(chunks.len());
+        // Where each chunk's events, memory events and spans start in the new ones.
+        let (mut ev_at, mut mem_at, mut span_at) = (vec![0], vec![0], vec![0]);
+        let span_base = p.raw_details.spans.len();
+        for c in &mut chunks {
+            let threads: Vec<u32> = c.threads.iter().map(|(a, b)| self.thread(a, b)).collect();
+            let names: Vec<u32> = c.names.iter().map(|n| p.intern(n)).collect();
+            let details = p.details.len() as u32;
+            p.details.append(&mut c.details);
+            let arena = p.raw_details.arenas.len() as u32;
+            if !c.spans.is_empty() {
+                p.raw_details.arenas.push(std::mem::take(&mut c.arena));
+            }
+            for (_, s) in std::mem::take(&mut c.specials) {
+                match s {
+                    Special::ProcessName(pid, label) => {
+                        self.process_names.insert(pid.into_owned(), label);
+                    }
+                    Special::ThreadName(pid, tid, label) => {
+                        self.thread_names
+                            .insert((pid.into_owned(), tid.into_owned()), label);
+                    }
+                    Special::Begin(..) | Special::End(..) => unreachable!("merged one by one"),
+                }
+            }
+            self.steps.append(&mut c.steps);
+            maps.push(Map {
+                names,
+                threads,
+                details,
+                spans: (span_base + span_at.last().expect("non-empty")) as u32,
+                arena,
+            });
+            ev_at.push(ev_at.last().expect("non-empty") + c.events.len());
+            mem_at.push(mem_at.last().expect("non-empty") + c.memory.len());
+            span_at.push(span_at.last().expect("non-empty") + c.spans.len());
+        }
+        let chunks = &chunks;
+        let maps = &maps;
+        par_append(
+            &mut p.events,
+            (0..chunks.len())
+                .map(|k| {
+                    let m = &maps[k];
+                    chunks[k].events.iter().map(move |e| Event {
+                        name: m.names[e.name as usize],
+                        thread: m.threads[e.thread as usize],
+                        detail: if e.detail == NONE {
+                            NONE
+                        } else if e.detail & RAW_DETAIL == 0 {
+                            e.detail + m.details
+                        } else {
+                            e.detail + m.spans
+                        },
+                        ..*e
+                    })
+                })
+                .collect(),
+        );
+        par_append(
+            &mut p.raw_details.spans,
+            (0..chunks.len())
+                .map(|k| {
+                    let arena = maps[k].arena;
+                    chunks[k].spans.iter().map(move |s| RawSpan { arena, ..*s })
+                })
+                .collect(),
+        );
+        par_append(
+            &mut p.memory,
+            chunks.iter().map(|c| c.memory.iter().copied()).collect(),
+        );
+        par_append(
+            &mut self.mem_thread,
+            (0..chunks.len())
+                .map(|k| {
+                    let m = &maps[k];
+                    chunks[k]
+                        .mem_thread
+                        .iter()
+                        .map(move |&t| m.threads[t as usize])
+                })
+                .collect(),
+        );
     }
 
     /// The event of a matched `B`/`E` pair.
@@ -1017,11 +1290,25 @@ impl<'a> State<'a> {
         if track == Track::Step {
             self.steps.extend(step_number(p.str(name)));
         }
-        let detail = args
-            .map(|a| detail_of(track, a, &mut self.members, &mut self.cache))
-            .filter(|d| *d != Detail::default())
-            .map(|d| p.add_detail(d))
-            .unwrap_or(NONE);
+        let detail = match args {
+            Some(a) if is_empty_object(a) => NONE,
+            Some(a) => {
+                let raw = &mut p.raw_details;
+                let ix = *self.pair_arena.get_or_insert_with(|| {
+                    raw.arenas.push(String::new());
+                    (raw.arenas.len() - 1) as u32
+                });
+                let RawDetails { arenas, spans } = raw;
+                match push_raw(&mut arenas[ix as usize], spans, ix, a, track) {
+                    Some(i) => i,
+                    None => {
+                        let d = detail_of(track, a, &mut self.members, &mut self.cache);
+                        p.add_detail(d)
+                    }
+                }
+            }
+            None => NONE,
+        };
         p.events.push(Event {
             start,
             dur,
@@ -1147,20 +1434,50 @@ fn attribute_memory(p: &mut Profile, mem_thread: &[u32]) {
             .push((e.start, e.end(), e.name));
     }
     ops.par_iter_mut().for_each(|(_, v)| v.sort_unstable());
+    // In pieces: memory events come in time order, so within a piece the next event's
+    // partition point is usually a few ops past the previous one (walked to, not searched).
     p.memory
-        .par_iter_mut()
-        .zip(mem_thread.par_iter())
-        .for_each(|(m, t)| {
-            let Some(v) = ops.get(t) else { return };
-            let i = v.partition_point(|o| o.0 <= m.t);
-            m.op = v[..i]
-                .iter()
-                .rev()
-                .take(256)
-                .find(|o| o.1 >= m.t)
-                .map(|o| o.2)
-                .unwrap_or(NONE);
+        .par_chunks_mut(4096)
+        .zip(mem_thread.par_chunks(4096))
+        .for_each(|(ms, ts)| {
+            let mut last: Option<(u32, i64, usize)> = None;
+            for (m, &t) in ms.iter_mut().zip(ts) {
+                let Some(v) = ops.get(&t) else { continue };
+                let i = match last {
+                    Some((lt, lm, li)) if lt == t && lm <= m.t => {
+                        // `partition_point` of everything up to `lm`, so the answer is at
+                        // or after `li`.
+                        let mut i = li;
+                        let mut steps = 0;
+                        while i < v.len() && v[i].0 <= m.t {
+                            i += 1;
+                            steps += 1;
+                            if steps == 16 {
+                                i += v[i..].partition_point(|o| o.0 <= m.t);
+                                break;
+                            }
+                        }
+                        i
+                    }
+                    _ => v.partition_point(|o| o.0 <= m.t),
+                };
+                last = Some((t, m.t, i));
+                attribute_one(m, &v[..i]);
+            }
         });
+}
+
+/// Sets `m.op` to the innermost of `before` (ops starting at or before it, sorted) still open
+/// at its time.
+#[inline]
+fn attribute_one(m: &mut MemEvent, before: &[(i64, i64, u32)]) {
+    m.op = before
+        .iter()
+        .rev()
+        .take(256)
+        .find(|o| o.1 >= m.t)
+        .map(|o| o.2)
+        .unwrap_or(NONE);
 }
 
 /// Track of an event from its category and name.
@@ -1228,6 +1545,12 @@ fn detail_of_value(track: Track, args: serde_json::Value) -> Detail {
         d.args = Some(clip(serde_json::Value::Object(m).to_string()));
     }
     d
+}
+
+/// [`detail_of`] with scratch space of its own: decodes a raw detail
+/// ([`crate::model::RawDetails`]) when it is shown.
+pub(crate) fn detail_of_text(track: Track, args: &str) -> Detail {
+    detail_of(track, args, &mut Members::new(), &mut Cache::default())
 }
 
 /// The detail of an event from its raw `args` text: the shown keys decoded, the rest kept as
@@ -1389,13 +1712,56 @@ fn id_text(v: Option<&str>) -> Cow<'_, str> {
 }
 
 /// Microseconds (number or numeric string) to nanoseconds.
+#[inline]
 fn us_to_ns(v: Option<&str>) -> i64 {
     let us = match v.and_then(|v| v.as_bytes().first().map(|c| (c, v))) {
         Some((b'"', v)) => json::value_text(v).trim().parse().unwrap_or(0.0),
-        Some((b'-' | b'0'..=b'9', v)) => json::number_f64(v).unwrap_or(0.0),
+        Some((b'-' | b'0'..=b'9', v)) => {
+            if let Some(ns) = decimal_us_to_ns(v) {
+                return ns;
+            }
+            json::number_f64(v).unwrap_or(0.0)
+        }
         _ => 0.0,
     };
     (us * 1000.0).round() as i64
+}
+
+/// [`us_to_ns`] of a number token in integer arithmetic, for the common case that gives the
+/// same result: no exponent, at most 3 decimals, under 2^50 ns. (The float path divides the
+/// digits by 10^decimals once, exactly rounded, and multiplies by 1000, rounded again: a
+/// relative error under 2^-52, so under 0.25 ns below 2^50 ns, and the exact value is an
+/// integer, which rounding then gives back.)
+#[inline]
+fn decimal_us_to_ns(tok: &str) -> Option<i64> {
+    const MAX: u64 = 1 << 50;
+    let (neg, body) = match tok.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, tok),
+    };
+    let (mut int, mut frac, mut decimals, mut dot) = (0u64, 0u64, 0u32, false);
+    for c in body.bytes() {
+        match c {
+            b'0'..=b'9' if dot => {
+                decimals += 1;
+                if decimals > 3 {
+                    return None;
+                }
+                frac = frac * 10 + (c - b'0') as u64;
+            }
+            b'0'..=b'9' => {
+                int = int * 10 + (c - b'0') as u64;
+                if int >= MAX / 1000 {
+                    return None;
+                }
+            }
+            b'.' => dot = true,
+            _ => return None,
+        }
+    }
+    let ns = int * 1000 + frac * 10u64.pow(3 - decimals);
+    let ns = ns as i64;
+    Some(if neg { -ns } else { ns })
 }
 
 #[cfg(test)]
@@ -1427,7 +1793,7 @@ mod tests {
                     e.start,
                     e.dur,
                     p.threads[e.thread as usize].clone(),
-                    p.detail(e).cloned(),
+                    p.detail(e).map(Cow::into_owned),
                 )
             })
             .collect();
@@ -1519,10 +1885,25 @@ mod tests {
             r#"{"ph":"X","name":"a"} {"ph":"X","name":"b"}"#,
             r#"{"ph":"X","name":"a",}"#,
             r#"{"ph":"X","name":"long","args":{"Call stack":"LONG"}}"#,
+            // Raw details: too long to keep as text (decoded while loading), empty objects
+            // with whitespace, `ph` after `args`, a `B`/`E` pair's, and a track re-assigned
+            // after reading (the detail is what the track read gave).
+            r#"{"ph":"X","name":"huge","args":{"Call stack":"HUGE","k":[1, 2]}}"#,
+            r#"{"ph":"X","name":"huge text","args":"HUGE"}"#,
+            r#"{"ph":"B","name":"huge pair","pid":1,"tid":1,"ts":0,"args":{"Input Dims":"HUGE","z":1}},{"ph":"E","pid":1,"tid":1,"ts":5}"#,
+            r#"{"ph":"X","name":"empty","args":{ 	 }},{"ph":"B","name":"empty pair","pid":1,"tid":1,"ts":0,"args":{ }},{"ph":"E","pid":1,"tid":1,"ts":5}"#,
+            r#"{"name":"late ph","args":{"Module Hierarchy":"m","x":[ 1 ]},"ph":"X"},{"name":"[memory]","args":{"Bytes":4,"Addr":9},"ph":"i","pid":1,"tid":2,"ts":1}"#,
+            r#"{"ph":"B","name":"p1","pid":1,"tid":1,"ts":0,"args":{"a":1}},{"ph":"B","name":"p2","pid":1,"tid":1,"ts":1,"args":[2]},{"ph":"E","pid":1,"tid":1,"ts":2},{"ph":"X","name":"between","args":{"b":2}},{"ph":"E","pid":1,"tid":1,"ts":3}"#,
+            r#"{"ph":"M","name":"process_name","pid":5,"args":{"name":"Communication"}},{"ph":"X","name":"hcom_allReduce_","pid":5,"tid":1,"ts":1,"dur":1,"args":{"In msg nelems":4,"dtype":"Float","Process Group Name":"g"}}"#,
             "",
         ]
         .iter()
-        .map(|e| wrap(&e.replace("LONG", &"x".repeat(5000))))
+        .map(|e| {
+            wrap(
+                &e.replace("LONG", &"x".repeat(5000))
+                    .replace("HUGE", &"y".repeat(MAX_RAW_ARGS)),
+            )
+        })
         .collect();
         v.extend(
             [
@@ -1664,6 +2045,25 @@ mod tests {
             .unwrap();
         let got = pool.install(|| ours(&doc, u64::MAX)).unwrap();
         assert_eq!(got, want);
+        // With a `B`/`E` pair (matched across chunks) the chunks are merged one by one.
+        let paired = doc
+            .replacen(
+                "[\n  ",
+                "[\n  {\"ph\":\"B\",\"name\":\"pair\",\"pid\":1,\"tid\":1,\"ts\":0,\"args\":{\"a\":1}},",
+                1,
+            )
+            .replacen(
+                "\n]",
+                ",{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":9}\n]",
+                1,
+            );
+        assert_ne!(paired, doc);
+        let want_paired = reference(&paired, u64::MAX).unwrap();
+        assert_eq!(
+            pool.install(|| ours(&paired, u64::MAX)).unwrap(),
+            want_paired
+        );
+        assert_eq!(want_paired.0.len(), want.0.len() + 1);
         // The cut guesses did land inside strings (so the re-parse path ran).
         let first = doc.find('[').unwrap() + 4;
         let n = (doc.len() - first) / CHUNK_BYTES;
@@ -1679,6 +2079,186 @@ mod tests {
             err.contains("not a Chrome trace: expected `,` or `}` at line"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn details_are_kept_as_text_unless_too_long_and_decode_like_serde_json() {
+        let huge = "y".repeat(MAX_RAW_ARGS);
+        let doc = format!(
+            r#"{{"traceEvents":[{EV},{{"ph":"X","name":"huge","args":{{"Call stack":"{huge}"}}}},{{"ph":"B","name":"pair","pid":1,"tid":1,"ts":0,"args":{{"k":[1, 2]}}}},{{"ph":"E","pid":1,"tid":1,"ts":5}},{{"ph":"X","name":"none","args":{{}}}}]}}"#
+        );
+        let mut p = profile();
+        read_text(&doc, Path::new("t.json"), &mut p, &Limits::default()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        let args = |name: &str| {
+            let ev = v["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == name)
+                .unwrap();
+            ev["args"].clone()
+        };
+        let by_name = |name: &str| *p.events.iter().find(|e| p.str(e.name) == name).unwrap();
+        for (name, raw) in [("aten::mm", true), ("pair", true), ("huge", false)] {
+            let e = by_name(name);
+            assert_eq!(e.detail & RAW_DETAIL != 0, raw, "{name}");
+            let want = detail_of_value(e.track, args(name));
+            assert_eq!(p.detail(&e).unwrap().into_owned(), want, "{name}");
+        }
+        assert_eq!(by_name("none").detail, NONE);
+        assert!(p.detail(&by_name("none")).is_none());
+        // The one too long to keep is clipped, as every shown field is.
+        let huge = p.detail(&by_name("huge")).unwrap();
+        assert!(huge.stack.as_ref().unwrap().ends_with("… (truncated)"));
+        // Kept text: the two short ones, in two arenas (the chunk's and the pairs').
+        assert_eq!(p.raw_details.spans.len(), 2);
+        assert_eq!(p.raw_details.arenas.len(), 2);
+    }
+
+    #[test]
+    fn times_convert_to_ns_like_the_float_path() {
+        let float = |tok: &str| (json::number_f64(tok).unwrap() * 1000.0).round() as i64;
+        let mut toks: Vec<String> = [
+            "0",
+            "-0",
+            "-0.0",
+            "1",
+            "1.002",
+            "1.07",
+            "0.5",
+            "0.0005",
+            "2.5e3",
+            "1E2",
+            "-17.125",
+            "1125899906842.623",
+            "1125899906842.624",
+            "1125899906842.625",
+            "9007199254740.993",
+            "1700000000000000.123",
+            "123456789.999",
+            "80.125",
+            "0.001",
+            "10.100",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut seed = 11u64;
+        for _ in 0..20_000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let int = (seed >> 20) % [10, 100_000, 1 << 40, 1 << 51][(seed % 4) as usize];
+            let decimals = (seed >> 8) % 5;
+            let frac = (seed >> 12) % 10u64.pow(decimals as u32);
+            let sign = if seed >> 63 == 1 { "-" } else { "" };
+            toks.push(match decimals {
+                0 => format!("{sign}{int}"),
+                d => format!("{sign}{int}.{frac:0w$}", w = d as usize),
+            });
+        }
+        let mut fast = 0;
+        for tok in &toks {
+            let v = Some(tok.as_str());
+            assert_eq!(us_to_ns(v), float(tok), "{tok}");
+            fast += decimal_us_to_ns(tok).is_some() as usize;
+        }
+        assert!(fast > toks.len() / 2, "{fast}");
+        assert_eq!(decimal_us_to_ns("1.0005"), None);
+        assert_eq!(decimal_us_to_ns("1e3"), None);
+        assert_eq!(decimal_us_to_ns("1125899906842.624"), None);
+        assert_eq!(
+            decimal_us_to_ns("1125899906841.999"),
+            Some(1125899906841999)
+        );
+    }
+
+    #[test]
+    fn memory_is_attributed_like_a_search_per_event() {
+        let mut seed = 3u64;
+        let mut rand = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut p = profile();
+        for i in 0..3000 {
+            p.events.push(Event {
+                start: rand(100_000) as i64,
+                dur: rand(if i % 10 == 0 { 5000 } else { 40 }) as i64,
+                name: i,
+                detail: NONE,
+                thread: rand(3) as u32,
+                depth: 0,
+                track: if i % 7 == 0 { Track::Kernel } else { Track::Op },
+            });
+        }
+        // Mostly in time order (long stretches, gaps of many ops), some out of order, some on
+        // a thread without ops.
+        let mut t = 0i64;
+        let mut threads = Vec::new();
+        for i in 0..20_000 {
+            t += rand(if i % 500 == 0 { 20_000 } else { 30 }) as i64;
+            let at = if i % 97 == 0 {
+                rand(100_000) as i64
+            } else {
+                t % 100_000
+            };
+            p.memory.push(MemEvent {
+                t: at,
+                delta: 1,
+                addr: 0,
+                op: NONE,
+                total: None,
+            });
+            threads.push(if i % 1000 < 900 { 1 } else { rand(4) as u32 });
+        }
+        let want: Vec<u32> = p
+            .memory
+            .iter()
+            .zip(&threads)
+            .map(|(m, &th)| {
+                let mut ops: Vec<(i64, i64, u32)> = p
+                    .events
+                    .iter()
+                    .filter(|e| e.track == Track::Op && e.thread == th)
+                    .map(|e| (e.start, e.end(), e.name))
+                    .collect();
+                ops.sort_unstable();
+                let i = ops.partition_point(|o| o.0 <= m.t);
+                let mut m = *m;
+                attribute_one(&mut m, &ops[..i]);
+                m.op
+            })
+            .collect();
+        attribute_memory(&mut p, &threads);
+        let got: Vec<u32> = p.memory.iter().map(|m| m.op).collect();
+        assert_eq!(got, want);
+        assert!(got.iter().filter(|&&o| o != NONE).count() > 1000);
+    }
+
+    #[test]
+    fn par_append_concatenates_in_order() {
+        let mut out = vec![1, 2];
+        let parts: Vec<Vec<u64>> = vec![vec![], (3..1000).collect(), vec![], vec![1000], vec![]];
+        par_append(&mut out, parts.iter().map(|p| p.iter().copied()).collect());
+        assert_eq!(out, (1..=1000).collect::<Vec<u64>>());
+        par_append(&mut out, Vec::<std::vec::IntoIter<u64>>::new());
+        assert_eq!(out.len(), 1000);
+    }
+
+    #[test]
+    fn field_names_are_found_exactly() {
+        for (i, f) in FIELDS.iter().enumerate() {
+            assert_eq!(field_index(f), Some(i));
+        }
+        for k in [
+            "", "p", "ph\0", "ph\0\0", "phx", "nam", "names", "Ph", "arg", "argss", "s", "id", "bp",
+        ] {
+            assert_eq!(field_index(k), None, "{k:?}");
+        }
     }
 
     #[test]

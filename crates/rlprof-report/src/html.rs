@@ -12,6 +12,7 @@
 use crate::model::{Detail, Event, Profile, Track, NONE};
 use crate::summary::Report;
 use crate::ReportError;
+use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -264,7 +265,18 @@ fn fill_events(t: &mut TimelineProfile, p: &Profile, order: &[usize], lane: &[u3
     let mut names: HashMap<u32, u32> = HashMap::new();
     let mut details: HashMap<String, i64> = HashMap::new();
     let mut prev = (u32::MAX, 0i64);
-    for &i in order {
+    // Details are decoded (foreign traces keep them as text) and keyed in parallel; only the
+    // de-duplication below is in order.
+    let decoded: Vec<Option<(Detail, String)>> = order
+        .par_iter()
+        .map(|&i| {
+            let e = &p.events[i];
+            let d = (e.detail != NONE).then(|| p.detail(e)).flatten()?;
+            let key = serde_json::to_string(&*d).unwrap_or_default();
+            Some((d.into_owned(), key))
+        })
+        .collect();
+    for (&i, decoded) in order.iter().zip(decoded) {
         let e = &p.events[i];
         let l = lane[i];
         let base = if prev.0 == l { prev.1 } else { 0 };
@@ -273,14 +285,11 @@ fn fill_events(t: &mut TimelineProfile, p: &Profile, order: &[usize], lane: &[u3
             t.strings.push(p.str(e.name).to_string());
             (t.strings.len() - 1) as u32
         });
-        let x = match (e.detail != NONE).then(|| p.detail(e)).flatten() {
-            Some(d) => {
-                let key = serde_json::to_string(d).unwrap_or_default();
-                *details.entry(key).or_insert_with(|| {
-                    t.details.push(d.clone());
-                    (t.details.len() - 1) as i64
-                })
-            }
+        let x = match decoded {
+            Some((d, key)) => *details.entry(key).or_insert_with(|| {
+                t.details.push(d);
+                (t.details.len() - 1) as i64
+            }),
             None => -1,
         };
         t.l.push(l);

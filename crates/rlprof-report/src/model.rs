@@ -3,11 +3,16 @@
 //! converted into this model; all summaries ([`crate::summary`]) and views are computed from it.
 
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// Index meaning "no value" in string and detail references.
 pub const NONE: u32 = u32::MAX;
+
+/// Set in [`Event::detail`] (other than [`NONE`]) when the detail is kept as source text
+/// ([`RawDetails`]); the other bits are the index into [`RawDetails`]'s spans.
+pub const RAW_DETAIL: u32 = 1 << 31;
 
 /// Which timeline track an event belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -94,7 +99,8 @@ pub struct Event {
     pub dur: i64,
     /// Name (index into [`Profile::strings`]).
     pub name: u32,
-    /// Detail (index into [`Profile::details`]) or [`NONE`].
+    /// Detail (index into [`Profile::details`], or [`RAW_DETAIL`] plus an index into the raw
+    /// details) or [`NONE`]; read it with [`Profile::detail`].
     pub detail: u32,
     /// Thread or stream the event ran on (per-profile numbering).
     pub thread: u32,
@@ -103,6 +109,17 @@ pub struct Event {
     /// The track.
     pub track: Track,
 }
+
+/// A placeholder event (filling a buffer before it is overwritten).
+const EMPTY: Event = Event {
+    start: 0,
+    dur: 0,
+    name: NONE,
+    detail: NONE,
+    thread: 0,
+    depth: 0,
+    track: Track::Step,
+};
 
 impl Event {
     /// End time.
@@ -144,6 +161,36 @@ pub struct Detail {
     /// Other arguments of a foreign event, as compact JSON text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub args: Option<String>,
+}
+
+/// Details kept as the JSON text of a foreign event's `args` (copied out of the input into a few
+/// large buffers, one per parse chunk) and decoded only when shown: building a [`Detail`] costs
+/// several allocations and most events' details are never shown (`--format json` shows none).
+#[derive(Debug, Clone, Default)]
+pub struct RawDetails {
+    /// Buffers of concatenated `args` texts.
+    pub(crate) arenas: Vec<String>,
+    /// One per raw detail.
+    pub(crate) spans: Vec<RawSpan>,
+}
+
+/// Where one raw detail's text is, and the track its event had when read (which decides what
+/// is decoded; Ascend traces re-assign some tracks later).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawSpan {
+    pub arena: u32,
+    pub off: u32,
+    pub len: u32,
+    pub track: Track,
+}
+
+impl RawDetails {
+    /// The text of span `i`.
+    fn text(&self, i: usize) -> Option<(&str, Track)> {
+        let s = self.spans.get(i)?;
+        let a = self.arenas.get(s.arena as usize)?;
+        Some((a.get(s.off as usize..(s.off + s.len) as usize)?, s.track))
+    }
 }
 
 /// One allocation or free.
@@ -207,9 +254,12 @@ pub struct Profile {
     /// Events, any order.
     #[serde(skip)]
     pub events: Vec<Event>,
-    /// Details referenced by events.
+    /// Details referenced by events (read them with [`Profile::detail`]).
     #[serde(skip)]
     pub details: Vec<Detail>,
+    /// Details kept as source text, referenced with [`RAW_DETAIL`].
+    #[serde(skip)]
+    pub raw_details: RawDetails,
     /// Memory events in time order.
     #[serde(skip)]
     pub memory: Vec<MemEvent>,
@@ -236,6 +286,7 @@ impl Profile {
             index: HashMap::new(),
             events: Vec::new(),
             details: Vec::new(),
+            raw_details: RawDetails::default(),
             memory: Vec::new(),
             threads: Vec::new(),
             tables: Vec::new(),
@@ -268,9 +319,13 @@ impl Profile {
         (self.details.len() - 1) as u32
     }
 
-    /// The detail of an event, if any.
-    pub fn detail(&self, e: &Event) -> Option<&Detail> {
-        self.details.get(e.detail as usize)
+    /// The detail of an event, if any (decoded here when it is kept as text).
+    pub fn detail(&self, e: &Event) -> Option<Cow<'_, Detail>> {
+        if e.detail != NONE && e.detail & RAW_DETAIL != 0 {
+            let (text, track) = self.raw_details.text((e.detail & !RAW_DETAIL) as usize)?;
+            return Some(Cow::Owned(crate::chrome::detail_of_text(track, text)));
+        }
+        self.details.get(e.detail as usize).map(Cow::Borrowed)
     }
 
     /// A short label: `rank 0 · step1/e2e`.
@@ -279,9 +334,38 @@ impl Profile {
     }
 
     /// Sorts events by (track, start, longer first) — the order every consumer relies on.
+    ///
+    /// A stable sort, done as a stable partition by track (a counting sort) and then a stable
+    /// sort of each track's run by (start, longer first), skipped where the run is already in
+    /// order: loaders append events in file order, which per track is mostly time order.
     pub fn sort(&mut self) {
-        self.events.sort_by_key(|e| (e.track, e.start, -e.dur));
-        self.memory.sort_by_key(|m| m.t);
+        let key = |e: &Event| (e.start, -e.dur);
+        if !self.events.is_sorted_by_key(|e| (e.track, key(e))) {
+            let mut at = [0usize; Track::ALL.len() + 1];
+            for e in &self.events {
+                at[e.track as usize + 1] += 1;
+            }
+            for i in 1..at.len() {
+                at[i] += at[i - 1];
+            }
+            let mut out = vec![self.events.first().copied().unwrap_or(EMPTY); self.events.len()];
+            let mut next = at;
+            for e in &self.events {
+                let t = e.track as usize;
+                out[next[t]] = *e;
+                next[t] += 1;
+            }
+            for w in at.windows(2) {
+                let run = &mut out[w[0]..w[1]];
+                if !run.is_sorted_by_key(key) {
+                    run.sort_by_key(key);
+                }
+            }
+            self.events = out;
+        }
+        if !self.memory.is_sorted_by_key(|m| m.t) {
+            self.memory.sort_by_key(|m| m.t);
+        }
     }
 
     /// Start and end of all events and memory samples (0, 0 when empty).
@@ -320,4 +404,66 @@ pub struct Loaded {
     pub profiles: Vec<Profile>,
     /// Inputs skipped.
     pub skipped: Vec<Skipped>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sort_equals_a_stable_sort_by_track_start_and_longer_first() {
+        // Ties (same track, start and duration) keep their order: `name` tells them apart.
+        let mut seed = 7u64;
+        let mut rand = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for (n, sorted_tracks) in [
+            (0, false),
+            (1, false),
+            (500, false),
+            (3000, false),
+            (3000, true),
+        ] {
+            let mut p = Profile::new("x".into(), SourceFormat::TorchTrace, 0, String::new());
+            for i in 0..n {
+                let start = if sorted_tracks {
+                    i as i64
+                } else {
+                    rand(50) as i64
+                };
+                p.events.push(Event {
+                    start,
+                    dur: rand(4) as i64,
+                    name: i as u32,
+                    detail: NONE,
+                    thread: 0,
+                    depth: 0,
+                    track: Track::ALL[rand(11) as usize],
+                });
+                p.memory.push(MemEvent {
+                    t: if sorted_tracks {
+                        i as i64
+                    } else {
+                        rand(30) as i64
+                    },
+                    delta: i as i64,
+                    addr: 0,
+                    op: NONE,
+                    total: None,
+                });
+            }
+            let mut want = p.events.clone();
+            want.sort_by_key(|e| (e.track, e.start, -e.dur));
+            let mut want_mem = p.memory.clone();
+            want_mem.sort_by_key(|m| m.t);
+            p.sort();
+            assert_eq!(p.events, want, "{n}");
+            assert_eq!(p.memory, want_mem, "{n}");
+            p.sort();
+            assert_eq!(p.events, want, "{n}, sorted again");
+        }
+    }
 }

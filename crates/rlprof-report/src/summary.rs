@@ -237,9 +237,25 @@ pub struct DiffRow {
 
 /// Builds the report.
 pub fn summarise(loaded: &Loaded) -> Report {
-    let selfs: Vec<Vec<i64>> = loaded.profiles.iter().map(self_times).collect();
-    let mut notes = Vec::new();
-    let (ops, top) = op_tables(&loaded.profiles, &selfs, &mut notes);
+    // The parts are independent: the op tables on one thread, the rest on another.
+    let ((ops, top, notes), (breakdown, memory, comm)) = rayon::join(
+        || {
+            let selfs: Vec<Vec<i64>> = loaded.profiles.iter().map(self_times).collect();
+            let mut notes = Vec::new();
+            let (ops, top) = op_tables(&loaded.profiles, &selfs, &mut notes);
+            (ops, top, notes)
+        },
+        || {
+            let memory = loaded
+                .profiles
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| !p.memory.is_empty())
+                .map(|(i, p)| memory(i, p))
+                .collect();
+            (breakdown(&loaded.profiles), memory, comm(&loaded.profiles))
+        },
+    );
     Report {
         inputs: loaded
             .profiles
@@ -248,17 +264,11 @@ pub fn summarise(loaded: &Loaded) -> Report {
             .map(|(i, p)| input_of(i, p))
             .collect(),
         skipped: loaded.skipped.clone(),
-        breakdown: breakdown(&loaded.profiles),
+        breakdown,
         ops,
         top,
-        memory: loaded
-            .profiles
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| !p.memory.is_empty())
-            .map(|(i, p)| memory(i, p))
-            .collect(),
-        comm: comm(&loaded.profiles),
+        memory,
+        comm,
         notes,
         compare: None,
     }
@@ -705,9 +715,13 @@ fn comm(profiles: &[Profile]) -> Vec<CommRow> {
                 .entry(p.str(e.name).to_string())
                 .or_insert((0, Some(0), 0, Some(0)));
             r.0 += 1;
-            r.1 = r.1.zip(d.and_then(|d| d.bytes)).map(|(a, b)| a + b);
+            r.1 =
+                r.1.zip(d.as_ref().and_then(|d| d.bytes))
+                    .map(|(a, b)| a + b);
             r.2 += e.dur as u64;
-            r.3 = r.3.zip(d.and_then(|d| d.wait_ns)).map(|(a, b)| a + b);
+            r.3 =
+                r.3.zip(d.as_ref().and_then(|d| d.wait_ns))
+                    .map(|(a, b)| a + b);
         }
         for (name, (count, bytes, total, wait)) in by {
             let busy = wait.map(|w| total.saturating_sub(w));
