@@ -432,87 +432,66 @@ impl<F: Fn(f32, f32, f32) -> f32 + Send + Sync> CustomOp3 for Map3<F> {
 /// of the duplicated rows), differentiable in `x`: `y1 = x1*c - x2*s`, `y2 = x2*c + x1*s`. The
 /// rotation is orthogonal, so its backward is the same kernel with `-sin`.
 pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-    x.contiguous()?
-        .apply_op3(&cos.contiguous()?, &sin.contiguous()?, Rope { sign: 1.0 })
-}
-
-struct Rope {
-    /// +1 forward, -1 for the transposed rotation (backward).
-    sign: f32,
-}
-
-impl CustomOp3 for Rope {
-    fn name(&self) -> &'static str {
-        "rlprof-rope"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let (x, d) = f32_rows(s1, l1, "rope")?;
-        let (c, half) = f32_rows(s2, l2, "rope")?;
-        let (s, _) = f32_rows(s3, l3, "rope")?;
-        let (b, h, t) = match *l1.dims() {
-            [b, h, t, _] => (b, h, t),
-            _ => candle_core::bail!("rope: x must be [B, H, T, D], got {:?}", l1.dims()),
-        };
-        if half * 2 != d || c.len() != b * t * half || s.len() != c.len() {
-            candle_core::bail!("rope: tables {:?} do not fit x {:?}", l2.dims(), l1.dims())
-        }
-        let mut out = vec![0f32; x.len()];
-        for (i, (xr, yr)) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)).enumerate() {
-            // row i is (bi, hi, ti) of x; its table row is (bi, ti)
-            let (bi, ti) = (i / (h * t), i % t);
-            let off = (bi * t + ti) * half;
-            let (cr, sr) = (&c[off..off + half], &s[off..off + half]);
-            let (x1, x2) = xr.split_at(half);
-            let (y1, y2) = yr.split_at_mut(half);
-            for j in 0..half {
-                let sj = self.sign * sr[j];
-                y1[j] = x1[j] * cr[j] - x2[j] * sj;
-                y2[j] = x2[j] * cr[j] + x1[j] * sj;
-            }
-        }
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
-    }
-
-    fn bwd(
-        &self,
-        _x: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
-        _res: &Tensor,
-        grad: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let transposed = Rope { sign: -self.sign };
-        let dx = grad.contiguous()?.apply_op3_no_bwd(cos, sin, &transposed)?;
-        Ok((Some(dx), None, None))
-    }
+    apply_rope(x, cos, sin, RopeLayout::Bhtd)
 }
 
 /// Rotate-half RoPE like [`rope`] for `x` in `[B, T, H, D]` layout (the projections' natural
 /// layout, no transpose needed), tables `[B, T, D/2]`.
 pub fn rope_bthd(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+    apply_rope(x, cos, sin, RopeLayout::Bthd)
+}
+
+fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor, layout: RopeLayout) -> Result<Tensor> {
     x.contiguous()?.apply_op3(
         &cos.contiguous()?,
         &sin.contiguous()?,
-        RopeBthd { sign: 1.0 },
+        Rope { sign: 1.0, layout },
     )
 }
 
-struct RopeBthd {
-    sign: f32,
+/// Where the head axis sits in `x`; the tables are `[B, T, D/2]` either way.
+#[derive(Clone, Copy)]
+enum RopeLayout {
+    /// `[B, H, T, D]`
+    Bhtd,
+    /// `[B, T, H, D]`
+    Bthd,
 }
 
-impl CustomOp3 for RopeBthd {
+struct Rope {
+    /// +1 forward, -1 for the transposed rotation (backward).
+    sign: f32,
+    layout: RopeLayout,
+}
+
+impl Rope {
+    /// `(b, t, h)` of `x`, or an error naming the expected layout.
+    fn dims(&self, l: &Layout) -> Result<(usize, usize, usize)> {
+        match (self.layout, l.dims()) {
+            (RopeLayout::Bhtd, &[b, h, t, _]) => Ok((b, t, h)),
+            (RopeLayout::Bthd, &[b, t, h, _]) => Ok((b, t, h)),
+            (RopeLayout::Bhtd, d) => candle_core::bail!("rope: x must be [B, H, T, D], got {d:?}"),
+            (RopeLayout::Bthd, d) => candle_core::bail!("rope: x must be [B, T, H, D], got {d:?}"),
+        }
+    }
+
+    /// The table row `(bi, ti)` of row `i` of `x`.
+    fn table_row(&self, i: usize, t: usize, h: usize) -> usize {
+        match self.layout {
+            // row i is (bi, hi, ti)
+            RopeLayout::Bhtd => (i / (h * t)) * t + i % t,
+            // row i is (bi, ti, hi)
+            RopeLayout::Bthd => i / h,
+        }
+    }
+}
+
+impl CustomOp3 for Rope {
     fn name(&self) -> &'static str {
-        "rlprof-rope-bthd"
+        match self.layout {
+            RopeLayout::Bhtd => "rlprof-rope",
+            RopeLayout::Bthd => "rlprof-rope-bthd",
+        }
     }
 
     fn cpu_fwd(
@@ -527,17 +506,13 @@ impl CustomOp3 for RopeBthd {
         let (x, d) = f32_rows(s1, l1, "rope")?;
         let (c, half) = f32_rows(s2, l2, "rope")?;
         let (s, _) = f32_rows(s3, l3, "rope")?;
-        let (b, t, h) = match *l1.dims() {
-            [b, t, h, _] => (b, t, h),
-            _ => candle_core::bail!("rope: x must be [B, T, H, D], got {:?}", l1.dims()),
-        };
+        let (b, t, h) = self.dims(l1)?;
         if half * 2 != d || c.len() != b * t * half || s.len() != c.len() {
             candle_core::bail!("rope: tables {:?} do not fit x {:?}", l2.dims(), l1.dims())
         }
         let mut out = vec![0f32; x.len()];
         for (i, (xr, yr)) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)).enumerate() {
-            // row i is (bi, ti, hi) of x; its table row is (bi, ti) = i / h
-            let off = (i / h) * half;
+            let off = self.table_row(i, t, h) * half;
             let (cr, sr) = (&c[off..off + half], &s[off..off + half]);
             let (x1, x2) = xr.split_at(half);
             let (y1, y2) = yr.split_at_mut(half);
@@ -558,7 +533,10 @@ impl CustomOp3 for RopeBthd {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let transposed = RopeBthd { sign: -self.sign };
+        let transposed = Rope {
+            sign: -self.sign,
+            layout: self.layout,
+        };
         let dx = grad.contiguous()?.apply_op3_no_bwd(cos, sin, &transposed)?;
         Ok((Some(dx), None, None))
     }
