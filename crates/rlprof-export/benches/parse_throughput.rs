@@ -12,17 +12,6 @@ use rlprof_profiler::record::{Kind, RangeCat, Record};
 use std::path::Path;
 use std::time::Instant;
 
-fn rec(ts: u64, a: u64, name: u32, kind: Kind, cat: u8, aux: u16) -> Record {
-    Record {
-        ts,
-        a,
-        name,
-        kind: kind as u8,
-        cat,
-        aux,
-    }
-}
-
 /// Writes a collection of about `events` events: per step, ops each with one kernel (op + ext +
 /// kernel + ext = 4 records, 2 events), inside a step range.
 fn synth(dir: &Path, events: u64) -> std::path::PathBuf {
@@ -54,10 +43,17 @@ fn synth(dir: &Path, events: u64) -> std::path::PathBuf {
     let mut buf = Vec::with_capacity(4 * 16384);
     let mut t = 1000u64;
     for i in 0..ops {
-        buf.push(rec(t + 10, t + 60, 3, Kind::Kernel, 1, 0));
-        buf.push(rec(1000, 4096, 0, Kind::Ext, 0, 0));
-        buf.push(rec(t, t + 80, 2, Kind::Range, RangeCat::Op as u8, 1));
-        buf.push(rec(4 | 5 << 32, 0, 0, Kind::Ext, 0, 0));
+        buf.push(Record::new(t + 10, t + 60, 3, Kind::Kernel, 1, 0));
+        buf.push(Record::new(1000, 4096, 0, Kind::Ext, 0, 0));
+        buf.push(Record::new(
+            t,
+            t + 80,
+            2,
+            Kind::Range,
+            RangeCat::Op as u8,
+            1,
+        ));
+        buf.push(Record::new(4 | 5 << 32, 0, 0, Kind::Ext, 0, 0));
         t += 100;
         if buf.len() >= 4 * 16384 || i + 1 == ops {
             w.write_records(0, &buf).unwrap();
@@ -66,7 +62,14 @@ fn synth(dir: &Path, events: u64) -> std::path::PathBuf {
     }
     w.write_records(
         0,
-        &[rec(0, t + 10, 1, Kind::Range, RangeCat::Step as u8, 0)],
+        &[Record::new(
+            0,
+            t + 10,
+            1,
+            Kind::Range,
+            RangeCat::Step as u8,
+            0,
+        )],
     )
     .unwrap();
     w.write_calibration(Calibration {

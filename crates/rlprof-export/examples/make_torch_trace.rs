@@ -16,17 +16,6 @@ use std::path::Path;
 const STEPS: u64 = 10;
 const T0: u64 = 1_700_000_000_000_000_000;
 
-fn rec(ts: u64, a: u64, name: u32, kind: Kind, cat: u8, aux: u16) -> Record {
-    Record {
-        ts,
-        a,
-        name,
-        kind: kind as u8,
-        cat,
-        aux,
-    }
-}
-
 fn write_raw(path: &Path, ops: u64) {
     let mut w = RawWriter::create(path).unwrap();
     w.write_meta(&serde_json::json!({"tool": "torch", "level": "level1",
@@ -63,21 +52,28 @@ fn write_raw(path: &Path, ops: u64) {
         for i in 0..per_step {
             let v = (i % 4) as u32;
             let addr = 0x10_0000 + (i % 64) * 0x1000;
-            buf.push(rec(t + 2, 0, 100 + v, Kind::Memory, 0, 0));
-            buf.push(rec(addr, 4096, 0, Kind::Ext, 0, 0));
-            buf.push(rec(t + 10, t + 60, 200 + v, Kind::Kernel, 1, 0));
-            buf.push(rec(1000, 4096, 0, Kind::Ext, 0, 0));
-            buf.push(rec(t + 70, 0, 100 + v, Kind::Memory, 1, 0));
-            buf.push(rec(addr, 4096, 0, Kind::Ext, 0, 0));
-            buf.push(rec(t, t + 80, 100 + v, Kind::Range, RangeCat::Op as u8, 1));
-            buf.push(rec(300 | 301 << 32, 302, 0, Kind::Ext, 0, 0));
+            buf.push(Record::new(t + 2, 0, 100 + v, Kind::Memory, 0, 0));
+            buf.push(Record::new(addr, 4096, 0, Kind::Ext, 0, 0));
+            buf.push(Record::new(t + 10, t + 60, 200 + v, Kind::Kernel, 1, 0));
+            buf.push(Record::new(1000, 4096, 0, Kind::Ext, 0, 0));
+            buf.push(Record::new(t + 70, 0, 100 + v, Kind::Memory, 1, 0));
+            buf.push(Record::new(addr, 4096, 0, Kind::Ext, 0, 0));
+            buf.push(Record::new(
+                t,
+                t + 80,
+                100 + v,
+                Kind::Range,
+                RangeCat::Op as u8,
+                1,
+            ));
+            buf.push(Record::new(300 | 301 << 32, 302, 0, Kind::Ext, 0, 0));
             t += 100;
             if buf.len() >= 60_000 {
                 w.write_records(0, &buf).unwrap();
                 buf.clear();
             }
         }
-        buf.push(rec(
+        buf.push(Record::new(
             start,
             t,
             step as u32,

@@ -563,17 +563,6 @@ mod tests {
     use rlprof_profiler::raw::RawWriter;
     use rlprof_profiler::record::{Kind, Record};
 
-    fn rec(ts: u64, a: u64, name: u32, kind: Kind, cat: u8, aux: u16) -> Record {
-        Record {
-            ts,
-            a,
-            name,
-            kind: kind as u8,
-            cat,
-            aux,
-        }
-    }
-
     /// Many threads and streams, so that cached track pieces collide in their slots and are
     /// replaced: every event must still carry its own pid, tid and category.
     #[test]
@@ -597,9 +586,9 @@ mod tests {
                 w.write_records(
                     t,
                     &[
-                        rec(t0 + 1, t0 + 5, 2, Kind::Kernel, 0, (t % 300) as u16),
-                        rec(t0, t0 + 10, 1, Kind::Range, cat, 0),
-                        rec(0, 0, 0, Kind::Ext, 0, 0),
+                        Record::new(t0 + 1, t0 + 5, 2, Kind::Kernel, 0, (t % 300) as u16),
+                        Record::new(t0, t0 + 10, 1, Kind::Range, cat, 0),
+                        Record::new(0, 0, 0, Kind::Ext, 0, 0),
                     ],
                 )
                 .unwrap();

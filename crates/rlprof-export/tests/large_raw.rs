@@ -8,17 +8,6 @@ use rlprof_profiler::raw::{RawSummary, RawWriter};
 use rlprof_profiler::record::{Kind, RangeCat, Record};
 use std::io::Write;
 
-fn rec(ts: u64, a: u64, name: u32, kind: Kind, cat: u8, aux: u16) -> Record {
-    Record {
-        ts,
-        a,
-        name,
-        kind: kind as u8,
-        cat,
-        aux,
-    }
-}
-
 /// `ops` ops with one kernel each on two threads, in a step; returns the file's path.
 fn write(dir: &std::path::Path, ops: u64) -> std::path::PathBuf {
     let path = dir.join("rank_0.rlraw");
@@ -41,15 +30,18 @@ fn write(dir: &std::path::Path, ops: u64) -> std::path::PathBuf {
     for chunk in 0..ops / 1000 {
         let mut buf = Vec::new();
         for _ in 0..1000 {
-            buf.push(rec(t + 1, t + 5, 3, Kind::Kernel, 0, 0));
-            buf.push(rec(7, 8, 0, Kind::Ext, 0, 0));
-            buf.push(rec(t, t + 9, 2, Kind::Range, RangeCat::Op as u8, 0));
+            buf.push(Record::new(t + 1, t + 5, 3, Kind::Kernel, 0, 0));
+            buf.push(Record::new(7, 8, 0, Kind::Ext, 0, 0));
+            buf.push(Record::new(t, t + 9, 2, Kind::Range, RangeCat::Op as u8, 0));
             t += 10;
         }
         w.write_records((chunk % 2) as u32, &buf).unwrap();
     }
-    w.write_records(0, &[rec(0, t, 1, Kind::Range, RangeCat::Step as u8, 0)])
-        .unwrap();
+    w.write_records(
+        0,
+        &[Record::new(0, t, 1, Kind::Range, RangeCat::Step as u8, 0)],
+    )
+    .unwrap();
     w.write_calibration(cal(t + 2_000_000)).unwrap();
     path
 }

@@ -123,6 +123,24 @@ impl RangeCat {
 }
 
 impl Record {
+    /// A record of `kind`, fields in their on-disk order.
+    ///
+    /// ```
+    /// use rlprof_profiler::record::{Kind, Record};
+    /// let r = Record::new(10, 20, 3, Kind::Range, 0, 1);
+    /// assert_eq!((r.ts, r.a, r.name, r.kind, r.aux), (10, 20, 3, Kind::Range as u8, 1));
+    /// ```
+    pub const fn new(ts: u64, a: u64, name: u32, kind: Kind, cat: u8, aux: u16) -> Record {
+        Record {
+            ts,
+            a,
+            name,
+            kind: kind as u8,
+            cat,
+            aux,
+        }
+    }
+
     /// Encodes into 24 little-endian bytes.
     pub fn to_bytes(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.ts.to_le_bytes());

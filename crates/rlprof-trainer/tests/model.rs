@@ -4,7 +4,7 @@
 use candle_core::Device;
 use rlprof_trainer::checkpoint::{load_hf, save_hf};
 use rlprof_trainer::comm::InProcess;
-use rlprof_trainer::engine::{Sample, Sampling, SeqBatch};
+use rlprof_trainer::engine::{Engine, Sample, Sampling, SeqBatch};
 use rlprof_trainer::job::build_engine;
 use rlprof_trainer::model::{ids_tensor, Attn, Transformer};
 use rlprof_trainer::TrainConfig;
@@ -53,10 +53,9 @@ fn kv_cache_greedy_decoding_equals_uncached_decoding() {
     );
 }
 
-#[test]
-fn every_trainable_weight_receives_a_nonzero_gradient() {
-    let eng = build_engine(&cfg(""), one_rank()).unwrap();
-    let sample = |p: &str, r: &str| Sample {
+/// A scored-nothing-yet sample of prompt `p` with response `r`.
+fn sample(eng: &Engine<InProcess>, p: &str, r: &str) -> Sample {
+    Sample {
         group: 0,
         prompt_ids: eng.tok.encode(p).unwrap(),
         response: eng.tok.encode(r).unwrap(),
@@ -65,9 +64,14 @@ fn every_trainable_weight_receives_a_nonzero_gradient() {
         adv: 0.0,
         old_logp: vec![],
         ref_logp: vec![],
-    };
+    }
+}
+
+#[test]
+fn every_trainable_weight_receives_a_nonzero_gradient() {
+    let eng = build_engine(&cfg(""), one_rank()).unwrap();
     let norms = eng
-        .grad_norms(&[sample("1+2=", "3"), sample("40+2=", "42")])
+        .grad_norms(&[sample(&eng, "1+2=", "3"), sample(&eng, "40+2=", "42")])
         .unwrap();
     assert_eq!(norms.len(), eng.actor.names().len());
     let zero: Vec<_> = norms
@@ -90,19 +94,7 @@ fn shared_prompt_pass_equals_the_full_pass_on_values_and_gradients() {
         ("3+45=", "4"),
         ("12+7=", "20;"),
     ];
-    let samples: Vec<Sample> = rows
-        .iter()
-        .map(|(p, r)| Sample {
-            group: 0,
-            prompt_ids: eng.tok.encode(p).unwrap(),
-            response: eng.tok.encode(r).unwrap(),
-            score: 0.0,
-            reward: 0.0,
-            adv: 0.0,
-            old_logp: vec![],
-            ref_logp: vec![],
-        })
-        .collect();
+    let samples: Vec<Sample> = rows.iter().map(|(p, r)| sample(&eng, p, r)).collect();
     let refs: Vec<&Sample> = samples.iter().collect();
     let dev = Device::Cpu;
     let pad = eng.tok.pad_id;
