@@ -121,31 +121,31 @@ impl TickMapper {
     }
 }
 
-/// Nanoseconds per raw tick of this process's clock, measured once per process (a 2 ms sleep
-/// between two tick reads) and cached: a collection start must not pay that sleep on the
-/// training thread every step. [`Profiler::new`](crate::Profiler::new) measures it up front
-/// when the plan collects anything.
+/// Nanoseconds per raw tick of this process's clock: the scale quanta calibrated when the clock
+/// was created (1.0 on its monotonic fallback, whose raw value is nanoseconds). Read from a long
+/// span so that the fixed-point scale keeps its precision; no sleep, no new measurement.
 pub fn local_ns_per_tick() -> f64 {
-    static RATE: OnceLock<f64> = OnceLock::new();
-    *RATE.get_or_init(measure_ns_per_tick)
-}
-
-fn measure_ns_per_tick() -> f64 {
-    let c = clock();
-    let a = c.raw();
-    std::thread::sleep(std::time::Duration::from_millis(2));
-    let b = c.raw();
-    let ns = c.delta_as_nanos(a, b);
-    if b > a {
-        ns as f64 / (b - a) as f64
-    } else {
-        1.0
-    }
+    const SPAN: u64 = 1 << 40;
+    clock().delta_as_nanos(0, SPAN) as f64 / SPAN as f64
 }
 
 #[cfg(test)]
 mod mapper_tests {
     use super::*;
+
+    #[test]
+    fn the_tick_rate_maps_ticks_to_monotonic_time() {
+        let (a, b) = (calibrate(), {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            calibrate()
+        });
+        let by_rate = (b.ticks - a.ticks) as f64 * local_ns_per_tick();
+        let elapsed = (b.mono_ns - a.mono_ns) as f64;
+        assert!(
+            (by_rate / elapsed - 1.0).abs() < 0.05,
+            "{by_rate} ns by the rate vs {elapsed} ns elapsed"
+        );
+    }
 
     #[test]
     fn fast_path_equals_wide_arithmetic() {

@@ -89,10 +89,6 @@ impl Profiler {
     /// A profiler executing `plan`.
     pub fn new(plan: ProfilePlan) -> Profiler {
         crate::nvtx::set_enabled(plan.tool == Some(crate::plan::Tool::Nsys));
-        if plan.tool.is_some() {
-            // Pay the clock-rate measurement here, not at the first collection's start.
-            clock::local_ns_per_tick();
-        }
         Profiler {
             inner: Arc::new(Inner {
                 plan,
