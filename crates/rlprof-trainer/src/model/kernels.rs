@@ -332,6 +332,13 @@ fn map2<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], f: &F) -> Vec<f32> {
     out
 }
 
+/// Whether this CPU runs the `avx2,fma` paths (std caches the detection).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn avx2_fma() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn map2_avx2<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], f: &F) -> Vec<f32> {
@@ -383,8 +390,7 @@ impl<F: Fn(f32, f32) -> f32 + Send + Sync> CustomOp2 for Map2<F> {
             candle_core::bail!("{}: {} vs {} elements", self.0, a.len(), b.len())
         }
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
+        if avx2_fma() {
             // SAFETY: the CPU supports AVX2 and FMA (checked above).
             let out = unsafe { map2_avx2(a, b, &self.1) };
             return Ok((CpuStorage::F32(out), l1.shape().clone()));
@@ -418,8 +424,7 @@ impl<F: Fn(f32, f32, f32) -> f32 + Send + Sync> CustomOp3 for Map3<F> {
             candle_core::bail!("{}: operands differ in length", self.0)
         }
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
+        if avx2_fma() {
             // SAFETY: the CPU supports AVX2 and FMA (checked above).
             let out = unsafe { map3_avx2(a, b, c, &self.1) };
             return Ok((CpuStorage::F32(out), l1.shape().clone()));
@@ -428,70 +433,23 @@ impl<F: Fn(f32, f32, f32) -> f32 + Send + Sync> CustomOp3 for Map3<F> {
     }
 }
 
-/// Rotate-half RoPE of `x` `[B, H, T, D]` with tables `cos`, `sin` `[B, T, D/2]` (the first half
-/// of the duplicated rows), differentiable in `x`: `y1 = x1*c - x2*s`, `y2 = x2*c + x1*s`. The
-/// rotation is orthogonal, so its backward is the same kernel with `-sin`.
-pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-    apply_rope(x, cos, sin, RopeLayout::Bhtd)
-}
-
-/// Rotate-half RoPE like [`rope`] for `x` in `[B, T, H, D]` layout (the projections' natural
-/// layout, no transpose needed), tables `[B, T, D/2]`.
+/// Rotate-half RoPE of `x` `[B, T, H, D]` (the projections' natural layout, no transpose
+/// needed) with tables `cos`, `sin` `[B, T, D/2]` (the first half of the duplicated rows),
+/// differentiable in `x`: `y1 = x1*c - x2*s`, `y2 = x2*c + x1*s`. The rotation is orthogonal, so
+/// its backward is the same kernel with `-sin`.
 pub fn rope_bthd(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-    apply_rope(x, cos, sin, RopeLayout::Bthd)
-}
-
-fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor, layout: RopeLayout) -> Result<Tensor> {
-    x.contiguous()?.apply_op3(
-        &cos.contiguous()?,
-        &sin.contiguous()?,
-        Rope { sign: 1.0, layout },
-    )
-}
-
-/// Where the head axis sits in `x`; the tables are `[B, T, D/2]` either way.
-#[derive(Clone, Copy)]
-enum RopeLayout {
-    /// `[B, H, T, D]`
-    Bhtd,
-    /// `[B, T, H, D]`
-    Bthd,
+    x.contiguous()?
+        .apply_op3(&cos.contiguous()?, &sin.contiguous()?, Rope { sign: 1.0 })
 }
 
 struct Rope {
     /// +1 forward, -1 for the transposed rotation (backward).
     sign: f32,
-    layout: RopeLayout,
-}
-
-impl Rope {
-    /// `(b, t, h)` of `x`, or an error naming the expected layout.
-    fn dims(&self, l: &Layout) -> Result<(usize, usize, usize)> {
-        match (self.layout, l.dims()) {
-            (RopeLayout::Bhtd, &[b, h, t, _]) => Ok((b, t, h)),
-            (RopeLayout::Bthd, &[b, t, h, _]) => Ok((b, t, h)),
-            (RopeLayout::Bhtd, d) => candle_core::bail!("rope: x must be [B, H, T, D], got {d:?}"),
-            (RopeLayout::Bthd, d) => candle_core::bail!("rope: x must be [B, T, H, D], got {d:?}"),
-        }
-    }
-
-    /// The table row `(bi, ti)` of row `i` of `x`.
-    fn table_row(&self, i: usize, t: usize, h: usize) -> usize {
-        match self.layout {
-            // row i is (bi, hi, ti)
-            RopeLayout::Bhtd => (i / (h * t)) * t + i % t,
-            // row i is (bi, ti, hi)
-            RopeLayout::Bthd => i / h,
-        }
-    }
 }
 
 impl CustomOp3 for Rope {
     fn name(&self) -> &'static str {
-        match self.layout {
-            RopeLayout::Bhtd => "rlprof-rope",
-            RopeLayout::Bthd => "rlprof-rope-bthd",
-        }
+        "rlprof-rope-bthd"
     }
 
     fn cpu_fwd(
@@ -506,13 +464,17 @@ impl CustomOp3 for Rope {
         let (x, d) = f32_rows(s1, l1, "rope")?;
         let (c, half) = f32_rows(s2, l2, "rope")?;
         let (s, _) = f32_rows(s3, l3, "rope")?;
-        let (b, t, h) = self.dims(l1)?;
+        let (b, t, h) = match *l1.dims() {
+            [b, t, h, _] => (b, t, h),
+            _ => candle_core::bail!("rope: x must be [B, T, H, D], got {:?}", l1.dims()),
+        };
         if half * 2 != d || c.len() != b * t * half || s.len() != c.len() {
             candle_core::bail!("rope: tables {:?} do not fit x {:?}", l2.dims(), l1.dims())
         }
         let mut out = vec![0f32; x.len()];
         for (i, (xr, yr)) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)).enumerate() {
-            let off = self.table_row(i, t, h) * half;
+            // row i is (bi, ti, hi) of x; its table row is (bi, ti) = i / h
+            let off = (i / h) * half;
             let (cr, sr) = (&c[off..off + half], &s[off..off + half]);
             let (x1, x2) = xr.split_at(half);
             let (y1, y2) = yr.split_at_mut(half);
@@ -533,10 +495,7 @@ impl CustomOp3 for Rope {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let transposed = Rope {
-            sign: -self.sign,
-            layout: self.layout,
-        };
+        let transposed = Rope { sign: -self.sign };
         let dx = grad.contiguous()?.apply_op3_no_bwd(cos, sin, &transposed)?;
         Ok((Some(dx), None, None))
     }
@@ -583,7 +542,10 @@ fn gemm_f32(
     }
 }
 
-/// [`gemm_f32`] into a new `m x n` buffer, not zero-filled first (gemm overwrites it).
+/// [`gemm_f32`] into a new `m x n` buffer. (Skipping the zero fill behind an uninitialised
+/// buffer measured 0.98x whole-run CPU, inside the noise; not worth an `unsafe` that depends on
+/// gemm never reading its destination.)
+#[allow(clippy::too_many_arguments)]
 fn gemm_new(
     m: usize,
     n: usize,
@@ -593,22 +555,12 @@ fn gemm_new(
     rhs: &[f32],
     rhs_s: (usize, usize),
 ) -> Vec<f32> {
-    if m == 0 || n == 0 || k == 0 {
-        return vec![0f32; m * n];
-    }
-    let mut dst: Vec<f32> = Vec::with_capacity(m * n);
-    // SAFETY: the capacity holds m * n elements; with `accumulate` false gemm only writes the
-    // destination (its kernels store `lhs * rhs` without reading `dst` when not told to read
-    // it, on every path: microkernels, gemv, k == 0 is excluded above) and writes every one of
-    // the m x n elements, so all of them are initialised when the length is set.
-    unsafe {
-        gemm_raw(m, n, k, dst.as_mut_ptr(), false, lhs, lhs_s, rhs, rhs_s);
-        dst.set_len(m * n);
-    }
+    let mut dst = vec![0f32; m * n];
+    gemm_f32(m, n, k, &mut dst, false, lhs, lhs_s, rhs, rhs_s);
     dst
 }
 
-/// The gemm call of [`gemm_f32`] / [`gemm_new`]; `m, n, k > 0`.
+/// The gemm call of [`gemm_f32`]; `m, n, k > 0`.
 ///
 /// # Safety
 /// `dst` must be valid for writes of `m * n` f32s (and reads when `accumulate`) and must not
@@ -744,13 +696,12 @@ fn linear_fwd(
     Ok((CpuStorage::F32(dst), linear_shape(l1, out_f)))
 }
 
-/// `(dx, dW, column sums of g)` of a linear layer, reading the operands in place.
-fn linear_bwd(x: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor, Vec<f32>)> {
+/// `(dx, dW)` of a linear layer, reading the operands in place.
+fn linear_bwd(x: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor)> {
     let (out_f, in_f) = w.dims2()?;
     let rows = x.elem_count() / in_f.max(1);
     let (x, w, g) = (x.contiguous()?, w.contiguous()?, g.contiguous()?);
     let (dx, dw);
-    let mut db = vec![0f32; out_f];
     {
         let (gs, gl) = g.storage_and_layout();
         let (xs, xl) = x.storage_and_layout();
@@ -768,16 +719,10 @@ fn linear_bwd(x: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor, Vec
         }
         dx = gemm_new(rows, in_f, out_f, gv, (out_f, 1), wv, (in_f, 1));
         dw = gemm_new(out_f, in_f, rows, gv, (1, out_f), xv, (in_f, 1));
-        for r in gv.chunks_exact(out_f.max(1)) {
-            for (d, &v) in db.iter_mut().zip(r) {
-                *d += v;
-            }
-        }
     }
     Ok((
         Tensor::from_vec(dx, x.shape(), x.device())?,
         Tensor::from_vec(dw, w.shape(), w.device())?,
-        db,
     ))
 }
 
@@ -803,7 +748,7 @@ impl CustomOp2 for Linear {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let (dx, dw, _) = linear_bwd(x, w, grad)?;
+        let (dx, dw) = linear_bwd(x, w, grad)?;
         Ok((Some(dx), Some(dw)))
     }
 }
@@ -833,9 +778,10 @@ impl CustomOp3 for Linear {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let (dx, dw, db) = linear_bwd(x, w, grad)?;
+        let (dx, dw) = linear_bwd(x, w, grad)?;
         let da = if add.rank() == 1 {
-            Tensor::from_vec(db, add.shape(), add.device())?
+            // a bias: its gradient sums the output gradient over the rows
+            grad.reshape(((), add.elem_count()))?.sum(0)?
         } else {
             grad.clone()
         };
@@ -1099,11 +1045,6 @@ impl HostMask {
     /// `[B, T, Tk]`.
     pub fn dims(&self) -> (usize, usize, usize) {
         (self.b, self.t, self.tk)
-    }
-
-    /// The values, row-major.
-    pub fn values(&self) -> &[f32] {
-        &self.data
     }
 
     fn row(&self, b: usize, i: usize) -> &[f32] {
@@ -1429,7 +1370,7 @@ unsafe fn attn_fwd_avx2(
 
 fn attn_fwd(q: View, k: View, v: View, mask: &HostMask, a: AttnDims, scale: f32) -> Vec<f32> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+    if avx2_fma() {
         // SAFETY: the CPU supports AVX2 and FMA (checked above).
         return unsafe { attn_fwd_avx2(q, k, v, mask, a, scale) };
     }
@@ -1518,7 +1459,7 @@ fn attn_bwd(
     scale: f32,
 ) -> AttnGrads {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+    if avx2_fma() {
         // SAFETY: the CPU supports AVX2 and FMA (checked above).
         return unsafe { attn_bwd_avx2(q, k, v, g, mask, a, scale) };
     }
@@ -1688,17 +1629,17 @@ mod tests {
     }
 
     #[test]
-    fn rope_matches_the_composed_rotate_half_form() {
+    fn rope_bthd_matches_the_composed_rotate_half_form() {
         let (b, h, t, d) = (2, 3, 5, 8);
-        let x = var(&[b, h, t, d], 1.0);
+        let x = var(&[b, t, h, d], 1.0);
         let angles = Tensor::randn(0f32, 2.0, (b, t, d / 2), &Device::Cpu).unwrap();
         let (c, s) = (angles.cos().unwrap(), angles.sin().unwrap());
         let full = |half: &Tensor| {
             Tensor::cat(&[half, half], D::Minus1)
                 .unwrap()
-                .unsqueeze(1)
+                .unsqueeze(2)
                 .unwrap()
-                .broadcast_as((b, h, t, d))
+                .broadcast_as((b, t, h, d))
                 .unwrap()
                 .contiguous()
                 .unwrap()
@@ -1711,32 +1652,19 @@ mod tests {
             let rot = Tensor::cat(&[&x2.neg().unwrap(), &x1], D::Minus1).unwrap();
             x.mul(&cf).unwrap().add(&rot.mul(&sf).unwrap()).unwrap()
         };
-        check(&[&x], |ts| rope(ts[0], &c, &s).unwrap(), composed, 1e-5);
-        // and candle's fused (forward-only) kernel agrees on values
-        let theirs = candle_nn::rotary_emb::rope(x.as_tensor(), &c, &s).unwrap();
-        assert!(diff(&rope(x.as_tensor(), &c, &s).unwrap(), &theirs) < 1e-5);
-    }
-
-    #[test]
-    fn rope_bthd_matches_rope_on_the_transposed_layout() {
-        let (b, h, t, d) = (2, 3, 5, 8);
-        let x = var(&[b, t, h, d], 1.0);
-        let angles = Tensor::randn(0f32, 2.0, (b, t, d / 2), &Device::Cpu).unwrap();
-        let (c, s) = (angles.cos().unwrap(), angles.sin().unwrap());
         check(
             &[&x],
             |ts| rope_bthd(ts[0], &c, &s).unwrap(),
-            |ts| {
-                let xt = ts[0].transpose(1, 2).unwrap().contiguous().unwrap();
-                rope(&xt, &c, &s)
-                    .unwrap()
-                    .transpose(1, 2)
-                    .unwrap()
-                    .contiguous()
-                    .unwrap()
-            },
+            composed,
             1e-5,
         );
+        // and candle's fused (forward-only, [B, H, T, D]) kernel agrees on values
+        let bhtd = x.as_tensor().transpose(1, 2).unwrap().contiguous().unwrap();
+        let theirs = candle_nn::rotary_emb::rope(&bhtd, &c, &s)
+            .unwrap()
+            .transpose(1, 2)
+            .unwrap();
+        assert!(diff(&rope_bthd(x.as_tensor(), &c, &s).unwrap(), &theirs) < 1e-5);
     }
 
     /// Causal mask over left-padded rows (`pad[b]` leading pad keys), as the model builds it.
@@ -1929,8 +1857,7 @@ mod tests {
     #[test]
     fn avx2_dot_matches_the_portable_dot() {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
+        if avx2_fma() {
             for n in [0, 3, 8, 32, 37] {
                 let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
                 let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
