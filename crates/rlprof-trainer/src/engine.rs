@@ -231,18 +231,7 @@ impl<C: Communicator> Engine<C> {
         let mut cache = KvCache::with_capacity(self.mcfg.num_hidden_layers, p + s.max_tokens);
         // Prefill: each distinct prompt once (GRPO's `n` samples per prompt share it), then its
         // cache and last logits handed to every row of that prompt.
-        let mut distinct: Vec<usize> = Vec::new();
-        let mut row_of = Vec::with_capacity(b);
-        for (i, r) in prompts.iter().enumerate() {
-            let g = match distinct.iter().position(|&d| prompts[d] == *r) {
-                Some(g) => g,
-                None => {
-                    distinct.push(i);
-                    distinct.len() - 1
-                }
-            };
-            row_of.push(g as u32);
-        }
+        let (distinct, row_of) = group_rows(prompts);
         let logits = if distinct.len() < b {
             let d_ids: Vec<Vec<u32>> = distinct.iter().map(|&i| ids[i].clone()).collect();
             let d_valid: Vec<Vec<bool>> = distinct.iter().map(|&i| valid[i].clone()).collect();
@@ -651,18 +640,9 @@ impl SeqBatch {
             valid.push(v);
         }
         // Distinct prompts in order of first appearance, and each row's.
-        let mut distinct: Vec<&[u32]> = Vec::new();
-        let mut row_of = Vec::with_capacity(samples.len());
-        for s in samples {
-            let g = match distinct.iter().position(|d| *d == s.prompt_ids.as_slice()) {
-                Some(g) => g,
-                None => {
-                    distinct.push(&s.prompt_ids);
-                    distinct.len() - 1
-                }
-            };
-            row_of.push(g as u32);
-        }
+        let prompt_of: Vec<&[u32]> = samples.iter().map(|s| s.prompt_ids.as_slice()).collect();
+        let (firsts, row_of) = group_rows(&prompt_of);
+        let distinct: Vec<&[u32]> = firsts.iter().map(|&i| prompt_of[i]).collect();
         let pass = if share && r >= 2 && distinct.len() < samples.len() {
             let mut prefix = Vec::with_capacity(distinct.len());
             let mut prefix_valid = Vec::with_capacity(distinct.len());
@@ -837,4 +817,25 @@ pub fn sample_token(logits: &[f32], s: Sampling, rng: &mut StdRng) -> u32 {
         u -= p;
     }
     idx[probs.len() - 1] as u32
+}
+
+/// Rows grouped by equal keys: the first row of each distinct key, in order of appearance, and
+/// each row's group index (a linear scan per row: a batch holds a few distinct prompts).
+fn group_rows<T: PartialEq>(keys: &[T]) -> (Vec<usize>, Vec<u32>) {
+    let mut firsts: Vec<usize> = Vec::new();
+    let row_of = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let g = match firsts.iter().position(|&f| keys[f] == *k) {
+                Some(g) => g,
+                None => {
+                    firsts.push(i);
+                    firsts.len() - 1
+                }
+            };
+            g as u32
+        })
+        .collect();
+    (firsts, row_of)
 }
