@@ -411,11 +411,8 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
     std::thread::scope(|scope| {
         let (feed, worker) =
             TraceFeed::start(scope, idx, trace).map_err(ExportError::io(&trace_path))?;
-        let ex = Exporter::new(idx, &tmp, &files, feed);
-        let mut ex = match ex {
-            Ok(ex) => ex,
-            Err(e) => return Err(e), // the feed is dropped: the thread ends
-        };
+        // On error the feed is dropped, which ends the trace thread.
+        let mut ex = Exporter::new(idx, &tmp, &files, feed)?;
         let mut attr = Attributor::default();
         let replayed = idx.replay(|ev| attr.push(ev, &mut |o| ex.push(&o)));
         attr.finish(&mut |o| ex.push(&o));

@@ -90,14 +90,7 @@ fn small_digits(v: u32) -> ([u8; 8], usize) {
 /// Appends `v` in decimal.
 #[inline]
 pub fn uint(out: &mut Vec<u8>, v: u64) {
-    if v < 100_000_000 {
-        let (digits, n) = small_digits(v as u32);
-        let len = out.len();
-        out.extend_from_slice(&digits);
-        out.truncate(len + n);
-    } else {
-        out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-    }
+    Short::<24>::uint(v).put(out);
 }
 
 /// Appends `v` in decimal.
@@ -117,9 +110,15 @@ const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 #[inline]
 pub fn us3(out: &mut Vec<u8>, ns: u64) {
     uint(out, ns / 1000);
-    let v = (ns % 1000) as u32;
+    let [a, b, c] = digits3((ns % 1000) as u32);
+    out.extend_from_slice(&[b'.', a, b, c]);
+}
+
+/// The three decimal digits of `v < 1000`, zero-padded.
+#[inline(always)]
+fn digits3(v: u32) -> [u8; 3] {
     let p = (v % 100) as usize * 2;
-    out.extend_from_slice(&[b'.', b'0' + (v / 100) as u8, PAIRS[p], PAIRS[p + 1]]);
+    [b'0' + (v / 100) as u8, PAIRS[p], PAIRS[p + 1]]
 }
 
 /// [`us3`] for timestamps that share their leading digits: the digits above the last six of
@@ -158,11 +157,7 @@ impl UsCache {
         self.text.put(out);
         let low = (ns - high * 1_000_000_000) as u32;
         let (a, b, c) = (low / 1_000_000, low / 1000 % 1000, low % 1000);
-        let d = |v: u32| {
-            let p = (v % 100) as usize * 2;
-            [b'0' + (v / 100) as u8, PAIRS[p], PAIRS[p + 1]]
-        };
-        let ([a0, a1, a2], [b0, b1, b2], [c0, c1, c2]) = (d(a), d(b), d(c));
+        let ([a0, a1, a2], [b0, b1, b2], [c0, c1, c2]) = (digits3(a), digits3(b), digits3(c));
         out.extend_from_slice(&[a0, a1, a2, b0, b1, b2, b'.', c0, c1, c2]);
     }
 }
@@ -194,15 +189,11 @@ pub fn fixed(out: &mut Vec<u8>, x: f64, decimals: u32) {
     let r = if frac > 0.5 { floor + 1.0 } else { floor } as u64;
     uint(out, r / p);
     let f = (r % p) as u32;
-    let d3 = |v: u32| {
-        let q = (v % 100) as usize * 2;
-        [b'0' + (v / 100) as u8, PAIRS[q], PAIRS[q + 1]]
-    };
     if p == 1000 {
-        let [a, b, c] = d3(f);
+        let [a, b, c] = digits3(f);
         out.extend_from_slice(&[b'.', a, b, c]);
     } else {
-        let ([a, b, c], [d, e, g]) = (d3(f / 1000), d3(f % 1000));
+        let ([a, b, c], [d, e, g]) = (digits3(f / 1000), digits3(f % 1000));
         out.extend_from_slice(&[b'.', a, b, c, d, e, g]);
     }
 }
