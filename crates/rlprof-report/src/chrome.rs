@@ -1329,7 +1329,7 @@ impl<'a> State<'a> {
             process_names,
             thread_names,
             mem_thread,
-            mut steps,
+            steps,
             base_ns,
             dist_rank,
             ..
@@ -1360,11 +1360,11 @@ impl<'a> State<'a> {
             let proc_name = process_names
                 .get(pid)
                 .cloned()
-                .unwrap_or(format!("pid {pid}"));
+                .unwrap_or_else(|| format!("pid {pid}"));
             let th = thread_names
                 .get(&(pid.clone(), tid.clone()))
                 .cloned()
-                .unwrap_or(format!("tid {tid}"));
+                .unwrap_or_else(|| format!("tid {tid}"));
             names[*t as usize] = format!("{proc_name} / {th}");
         }
         p.threads = names;
@@ -1372,14 +1372,9 @@ impl<'a> State<'a> {
         if let Some(r) = dist_rank {
             p.rank = r;
         }
-        steps.sort_unstable();
-        steps.dedup();
-        for s in steps {
-            if !p.steps.contains(&s) {
-                p.steps.push(s);
-            }
-        }
+        p.steps.extend(steps);
         p.steps.sort_unstable();
+        p.steps.dedup();
         attribute_memory(p, &mem_thread);
         p.sort();
     }
@@ -1517,6 +1512,7 @@ fn is_comm_name(name: &str) -> bool {
 }
 
 /// [`detail_of`] on a parsed value (the reference the raw-text path is tested against).
+#[cfg(test)]
 fn detail_of_value(track: Track, args: serde_json::Value) -> Detail {
     let serde_json::Value::Object(mut m) = args else {
         return Detail {
@@ -1573,10 +1569,9 @@ fn detail_of<'a>(
         .members(|k, v| members.push((k.text(), v)))
         .is_err()
     {
-        // Not reached (the text was validated); serde_json decides if it ever is.
-        return serde_json::from_str(args)
-            .map(|v| detail_of_value(track, v))
-            .unwrap_or_default();
+        // Not reached: the text was validated by the same reader when the event was read.
+        debug_assert!(false, "validated args did not re-read: {args}");
+        return Detail::default();
     }
     detail_from_members(track, args.len(), members, cache)
 }
@@ -1693,6 +1688,7 @@ fn clip(mut s: String) -> String {
     s
 }
 
+#[cfg(test)]
 fn value_text_of(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
@@ -1700,6 +1696,7 @@ fn value_text_of(v: &serde_json::Value) -> String {
     }
 }
 
+#[cfg(test)]
 fn value_i64_of(v: &serde_json::Value) -> Option<i64> {
     v.as_i64()
         .or_else(|| v.as_f64().map(|f| f as i64))

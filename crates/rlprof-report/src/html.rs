@@ -267,13 +267,13 @@ fn fill_events(t: &mut TimelineProfile, p: &Profile, order: &[usize], lane: &[u3
     let mut prev = (u32::MAX, 0i64);
     // Details are decoded (foreign traces keep them as text) and keyed in parallel; only the
     // de-duplication below is in order.
-    let decoded: Vec<Option<(Detail, String)>> = order
+    let decoded: Vec<Option<(std::borrow::Cow<Detail>, String)>> = order
         .par_iter()
         .map(|&i| {
             let e = &p.events[i];
             let d = (e.detail != NONE).then(|| p.detail(e)).flatten()?;
             let key = serde_json::to_string(&*d).unwrap_or_default();
-            Some((d.into_owned(), key))
+            Some((d, key))
         })
         .collect();
     for (&i, decoded) in order.iter().zip(decoded) {
@@ -287,7 +287,7 @@ fn fill_events(t: &mut TimelineProfile, p: &Profile, order: &[usize], lane: &[u3
         });
         let x = match decoded {
             Some((d, key)) => *details.entry(key).or_insert_with(|| {
-                t.details.push(d);
+                t.details.push(d.into_owned());
                 (t.details.len() - 1) as i64
             }),
             None => -1,

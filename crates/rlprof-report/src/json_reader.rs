@@ -638,36 +638,17 @@ pub(crate) fn value_text(raw: &str) -> Cow<'_, str> {
 /// The `i64` serde_json-style accessors give a value: integers, floats truncated, numeric
 /// strings parsed.
 pub(crate) fn value_i64(raw: &str) -> Option<i64> {
-    // Plain integers (sizes, addresses) in one pass; up to 18 digits cannot overflow.
-    let digits = raw.strip_prefix('-').unwrap_or(raw);
-    if (1..=18).contains(&digits.len()) {
-        let mut v: i64 = 0;
-        let mut plain = true;
-        for c in digits.bytes() {
-            if !c.is_ascii_digit() {
-                plain = false;
-                break;
-            }
-            v = v * 10 + (c - b'0') as i64;
-        }
-        if plain {
-            return Some(if digits.len() < raw.len() { -v } else { v });
-        }
-    }
     match raw.as_bytes().first() {
         Some(b'"') => value_text(raw).trim().parse().ok(),
-        Some(b'-' | b'0'..=b'9') => {
-            if plain_int(raw) && raw.len() <= 18 {
-                raw.parse().ok()
-            } else {
-                match serde_json::from_str::<serde_json::Value>(raw).ok()? {
-                    serde_json::Value::Number(n) => {
-                        n.as_i64().or_else(|| n.as_f64().map(|f| f as i64))
-                    }
-                    _ => None,
-                }
+        // Plain integers (sizes, addresses): a validated JSON integer is exactly what
+        // `i64::from_str` reads (no `+`, no leading zeros); fractions, exponents and
+        // out-of-range values go through serde_json like the reference loader.
+        Some(b'-' | b'0'..=b'9') => raw.parse().ok().or_else(|| {
+            match serde_json::from_str::<serde_json::Value>(raw).ok()? {
+                serde_json::Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
+                _ => None,
             }
-        }
+        }),
         _ => None,
     }
 }
