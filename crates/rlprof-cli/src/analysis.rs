@@ -7,13 +7,13 @@ use std::thread::JoinHandle;
 
 /// Parses completed collections off the training threads.
 #[derive(Clone, Default)]
-pub struct AutoAnalysis {
+pub(crate) struct AutoAnalysis {
     handles: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
 impl AutoAnalysis {
     /// Hooks into `profiler`'s completions.
-    pub fn attach(profiler: &Profiler) -> AutoAnalysis {
+    pub(crate) fn attach(profiler: &Profiler) -> AutoAnalysis {
         let me = AutoAnalysis::default();
         let h = me.handles.clone();
         profiler.on_complete(move |c: &CompletedCollection| {
@@ -35,7 +35,7 @@ impl AutoAnalysis {
     }
 
     /// Waits for every started analysis.
-    pub fn wait(&self) {
+    pub(crate) fn wait(&self) {
         let hs: Vec<_> = self.handles.lock().expect("handles").drain(..).collect();
         for h in hs {
             let _ = h.join();

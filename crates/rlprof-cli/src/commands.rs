@@ -1,92 +1,147 @@
 //! The subcommands' implementations.
 
 use anyhow::Result;
-use rlprof_profiler::config;
-use std::path::Path;
+use rlprof_profiler::config::{self, Selection};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The built-in default job (GRPO on the arithmetic task, profiling steps 1-2 on all ranks).
-pub const DEFAULT_CONFIG: &str = include_str!("../../../configs/grpo_default.yaml");
+pub(crate) const DEFAULT_CONFIG: &str = include_str!("../../../configs/grpo_default.yaml");
 
 /// Logs to stderr; `RUST_LOG` overrides the default `info` level.
-pub fn init_logging() {
+pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(crate::output::stderr_is_terminal())
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
 }
 
-/// Loads the merged document from a file or the built-in default, with overrides.
-pub fn load(config_path: Option<&Path>, overrides: &[String]) -> Result<serde_yaml::Value> {
-    Ok(match config_path {
-        Some(p) => config::load_document(Some(p), overrides)?,
-        None => {
-            config::load_document_str(DEFAULT_CONFIG, "<built-in grpo_default.yaml>", overrides)?
+/// Composes (Hydra), overrides and resolves (OmegaConf) a selection, or the built-in default
+/// when nothing is selected.
+fn compose(sel: &Selection, overrides: &[String]) -> Result<config::Composed> {
+    let builtin = (DEFAULT_CONFIG, "<built-in grpo_default.yaml>");
+    Ok(config::compose_config(sel, Some(builtin), overrides)?)
+}
+
+/// `config [FILE] [OVERRIDES...]`: the first argument is a file unless it contains `=`.
+pub(crate) fn split_file(
+    config: Option<String>,
+    mut overrides: Vec<String>,
+) -> (Option<PathBuf>, Vec<String>) {
+    match config {
+        Some(c) if c.contains('=') => {
+            overrides.insert(0, c);
+            (None, overrides)
         }
-    })
+        other => (other.map(PathBuf::from), overrides),
+    }
+}
+
+/// Every config problem of a document, profiler and training together.
+fn check_all(
+    doc: &config::Node,
+    written: &config::Written,
+) -> std::result::Result<(rlprof_profiler::ProfilePlan, rlprof_trainer::TrainConfig), Vec<String>> {
+    let plan = config::build_plan_composed(doc, written);
+    let train = rlprof_trainer::TrainConfig::from_doc(doc);
+    match (plan, train) {
+        (Ok(p), Ok(t)) => Ok((p, t)),
+        (p, t) => {
+            let mut errors = Vec::new();
+            if let Err(e) = p {
+                errors.push(e.to_string());
+            }
+            if let Err(e) = t {
+                errors.push(e.to_string());
+            }
+            Err(errors)
+        }
+    }
+}
+
+/// What `config check` accepts but `train` cannot run yet.
+fn start_errors(
+    plan: &rlprof_profiler::ProfilePlan,
+    train: &rlprof_trainer::TrainConfig,
+) -> Vec<String> {
+    let mut out = plan.verl.start_errors.clone();
+    out.extend(train.start_errors());
+    out
+}
+
+/// `rlprof config show`.
+pub(crate) fn config_show(sel: &Selection, overrides: &[String], json: bool) -> Result<ExitCode> {
+    let tree = match compose(sel, overrides) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{e:#}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    if json {
+        println!("{}", config::show_json(&tree.tree));
+    } else {
+        print!("{}", config::show_yaml(&tree.tree));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `rlprof config check`.
-pub fn config_check(
-    config: Option<String>,
-    mut overrides: Vec<String>,
+pub(crate) fn config_check(
+    sel: &Selection,
+    overrides: Vec<String>,
     json: bool,
 ) -> Result<ExitCode> {
-    let path = match config {
-        Some(c) if c.contains('=') => {
-            overrides.insert(0, c);
-            None
-        }
-        other => other,
-    };
-    let doc = match load(path.as_deref().map(Path::new), &overrides) {
+    let composed = match compose(sel, &overrides) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("{e:#}");
             return Ok(ExitCode::FAILURE);
         }
     };
+    let doc = composed.tree;
     // The training sections are checked too (their errors name their YAML paths as well).
-    let train = rlprof_trainer::TrainConfig::from_doc(&doc);
-    let plan = config::build_plan(&doc);
-    if let Err(e) = &train {
-        eprintln!("{e}");
-    }
-    if let Ok(t) = &train {
-        for w in &t.warnings {
-            eprintln!("warning: {w}");
-        }
-    }
-    match plan {
-        Ok(_) if train.is_err() => Ok(ExitCode::FAILURE),
-        Ok(plan) => {
-            if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&config::plan_json(&plan))?
-                );
-            } else {
-                println!("{}", config::describe(&plan));
+    let (plan, train) = match check_all(&doc, &composed.written) {
+        Ok(v) => v,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("{e}");
             }
-            for w in &plan.warnings {
-                eprintln!("warning: {w}");
-            }
-            Ok(ExitCode::SUCCESS)
+            return Ok(ExitCode::FAILURE);
         }
-        Err(e) => {
-            eprintln!("{e}");
-            Ok(ExitCode::FAILURE)
-        }
+    };
+    for w in &train.warnings {
+        eprintln!("warning: {w}");
     }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&config::plan_json(&plan))?
+        );
+    } else {
+        println!("{}", config::describe(&plan));
+    }
+    for w in &plan.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `rlprof train`.
-pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> Result<ExitCode> {
-    let doc = load(config_path, overrides)?;
-    let plan = config::build_plan(&doc)?;
+pub(crate) fn train(sel: &Selection, overrides: &[String], quiet: bool) -> Result<ExitCode> {
+    let composed = compose(sel, overrides)?;
+    let doc = composed.tree;
+    // Every config problem at once, profiler and training together, and what stops only `train`.
+    let (plan, tcfg) = check_all(&doc, &composed.written)
+        .and_then(|(p, t)| match start_errors(&p, &t) {
+            e if e.is_empty() => Ok((p, t)),
+            e => Err(e),
+        })
+        .map_err(|errors| anyhow::anyhow!("{}", errors.join("\n")))?;
     // Under an MPI launcher every process gets here; the plan is the same, rank 0 logs it.
     if rlprof_trainer::comm::launcher_world().is_none_or(|(r, _)| r == 0) {
         for w in &plan.warnings {
@@ -99,7 +154,6 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
     {
         return relaunch_under_nsys(&plan, &doc);
     }
-    let tcfg = rlprof_trainer::TrainConfig::from_doc(&doc)?;
     for w in &tcfg.warnings {
         tracing::warn!("{w}");
     }
@@ -122,12 +176,16 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
         plan.tool
             .map_or("off".to_string(), |t| format!("{t:?}").to_lowercase()),
     ));
+    let save_path = plan.save_path.clone();
     let profiler = rlprof_profiler::Profiler::new(plan);
     let analysis = crate::analysis::AutoAnalysis::attach(&profiler);
-    let bars = indicatif::MultiProgress::new();
+    crate::interrupt::install(profiler.clone(), save_path)?;
+    let bars = indicatif::MultiProgress::with_draw_target(crate::output::draw_target());
     if quiet {
         bars.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
+    // Off a terminal (logs, pipes): one plain line per step on stdout instead of bars.
+    let plain = rank == 0 && !crate::output::stderr_is_terminal();
     let warm = bars.add(indicatif::ProgressBar::new(tcfg.trainer.sft_warmup_steps));
     warm.set_style(
         indicatif::ProgressStyle::with_template(
@@ -146,13 +204,16 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
     );
     let pb = bar.clone();
     let wb = warm.clone();
-    let shown = !quiet;
+    let shown = !quiet && !plain;
     let opts = rlprof_trainer::RunOptions {
         on_warmup: Some(Box::new(move |s, t, loss| {
             wb.set_position(s);
             wb.set_message(format!("loss {loss:.3}"));
             if s == t {
                 wb.finish();
+                if plain {
+                    println!("warm-up: {t} steps, loss {loss:.4}");
+                }
             }
         })),
         on_step: Some(Box::new(move |m: &rlprof_trainer::StepMetrics| {
@@ -165,7 +226,9 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
                 "reward {:.3} acc {:.2} step {:.2}s {:.0} tok/s",
                 m.reward_mean, m.accuracy, step_s, m.tokens_per_s
             );
-            if shown {
+            if plain {
+                println!("{}", crate::output::step_line(m));
+            } else if shown {
                 pb.println(format!("step {:>3}: {line}", m.step));
             }
             pb.set_position(m.step);
@@ -175,10 +238,21 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
     };
     let summary = match ranks.run(&doc, profiler.clone(), opts) {
         Ok(s) => s,
-        Err(e) if ranks.is_multi_process() => return Ok(rank_failed(&ranks, &e, &analysis)),
-        Err(e) => return Err(e.into()),
+        Err(e) if ranks.is_multi_process() => {
+            profiler.close_open();
+            return Ok(rank_failed(&ranks, &e, &profiler, &analysis));
+        }
+        Err(e) => {
+            // A failed run (a rank's error or panic): what was collected stays readable.
+            profiler.close_open();
+            profiler.wait_collections();
+            analysis.wait();
+            return Err(e.into());
+        }
     };
     bar.finish();
+    // Collections with a GPU timeline complete once its events are read back.
+    profiler.wait_collections();
     analysis.wait();
     crate::launch::write_final_params(&ranks, &summary.final_params)?;
     if rank != 0 {
@@ -210,9 +284,11 @@ pub fn train(config_path: Option<&Path>, overrides: &[String], quiet: bool) -> R
 fn rank_failed(
     ranks: &crate::launch::Ranks,
     e: &rlprof_trainer::TrainerError,
+    profiler: &rlprof_profiler::Profiler,
     analysis: &crate::analysis::AutoAnalysis,
 ) -> ExitCode {
     eprintln!("error: rank {}: {e}", ranks.rank());
+    profiler.wait_collections();
     analysis.wait();
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -251,7 +327,7 @@ fn print_collections(profiler: &rlprof_profiler::Profiler, rank: usize) {
 }
 
 /// The role calls one training step makes (the ref pass only with a KL term).
-fn calls_per_step(doc: &serde_yaml::Value) -> Vec<rlprof_profiler::RoleCall> {
+fn calls_per_step(doc: &config::Node) -> Vec<rlprof_profiler::RoleCall> {
     use rlprof_profiler::RoleCall::*;
     let kl = doc
         .get("actor_rollout_ref")
@@ -271,7 +347,7 @@ fn calls_per_step(doc: &serde_yaml::Value) -> Vec<rlprof_profiler::RoleCall> {
 /// options and a capture-range end that finishes the report after the last range.
 fn relaunch_under_nsys(
     plan: &rlprof_profiler::ProfilePlan,
-    doc: &serde_yaml::Value,
+    doc: &config::Node,
 ) -> Result<ExitCode> {
     if !cfg!(feature = "cuda") {
         anyhow::bail!(
@@ -314,18 +390,16 @@ fn relaunch_under_nsys(
 }
 
 /// `rlprof analyse`: parses every unparsed collection at or below `path`, `jobs` in parallel,
-/// with a progress bar. Exit status: success when every collection was parsed (now or by an
-/// earlier run, with warnings for damaged data); failure when a collection could not be parsed
+/// with a progress bar on a terminal. Every failure is printed as a plain line on stderr (file
+/// and byte offset where known), also when stderr is a log file or a pipe. Exit status: success
+/// when every collection was parsed (now or by an earlier run, with warnings for damaged data)
+/// or is still being written by a running job; failure when a collection could not be parsed
 /// at all, or when there is no collection below `path`.
-pub fn analyse(path: &Path, jobs: usize) -> Result<ExitCode> {
+pub(crate) fn analyse(path: &Path, jobs: usize) -> Result<ExitCode> {
     use rlprof_export::{Outcome, TreeEvent};
-    let bar = indicatif::ProgressBar::new(0);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} parsed {pos}/{len} collections [{bar:30}] {elapsed_precise} {msg}",
-        )
-        .expect("template")
-        .progress_chars("=> "),
+    let bar = crate::output::bar(
+        0,
+        "{spinner} parsed {pos}/{len} collections [{bar:30}] {elapsed_precise} {msg}",
     );
     let pb = bar.clone();
     let progress = move |e: TreeEvent| match e {
@@ -333,7 +407,7 @@ pub fn analyse(path: &Path, jobs: usize) -> Result<ExitCode> {
         TreeEvent::Finished(o) => {
             pb.inc(1);
             if let Outcome::Failed(d, err) = o {
-                pb.println(format!("error: {}: {err}", d.display()));
+                crate::output::line(&pb, format!("error: {}: {err}", d.display()));
             }
         }
     };
@@ -354,13 +428,31 @@ pub fn analyse(path: &Path, jobs: usize) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     for o in &report.outcomes {
-        if let Outcome::Parsed(r) = o {
-            for w in &r.warnings {
-                eprintln!("{w}");
+        match o {
+            Outcome::Parsed(r) => {
+                for w in &r.warnings {
+                    eprintln!("{w}");
+                }
+                if r.recovered_from.is_some() || r.partial {
+                    eprintln!(
+                        "{}: {}",
+                        r.dir.display(),
+                        if r.partial {
+                            "partial collection finished (partial: true)"
+                        } else {
+                            "unfinished collection finished"
+                        }
+                    );
+                }
             }
+            Outcome::Busy(d) => eprintln!(
+                "{}: still being written by a running job (or recovered by another process); skipped",
+                d.display()
+            ),
+            _ => {}
         }
     }
-    if report.parsed() == 0 && report.failed() == 0 {
+    if report.parsed() == 0 && report.failed() == 0 && report.busy() == 0 {
         println!(
             "nothing to do: all {} collection(s) below {} are already parsed",
             report.found,
@@ -368,9 +460,10 @@ pub fn analyse(path: &Path, jobs: usize) -> Result<ExitCode> {
         );
     } else {
         println!(
-            "parsed {} collection(s), {} already parsed, {} failed",
+            "parsed {} collection(s), {} already parsed, {} in flight, {} failed",
             report.parsed(),
             report.skipped(),
+            report.busy(),
             report.failed()
         );
     }
@@ -383,7 +476,7 @@ pub fn analyse(path: &Path, jobs: usize) -> Result<ExitCode> {
 
 /// `rlprof analyse PATH --cluster`: the cross-rank analysis of every collection below `path`,
 /// written to `path/cluster_analysis/` and printed.
-pub fn cluster(path: &Path) -> Result<ExitCode> {
+pub(crate) fn cluster(path: &Path) -> Result<ExitCode> {
     let rep = match rlprof_export::cluster::analyse_cluster(path) {
         Ok(r) => r,
         Err(e) => {
@@ -407,12 +500,19 @@ pub fn cluster(path: &Path) -> Result<ExitCode> {
 }
 
 /// `rlprof report`.
-pub fn report(
+pub(crate) fn report(
     path: &Path,
     output: Option<&Path>,
     format: &str,
     compare: Option<&Path>,
+    force: bool,
 ) -> Result<ExitCode> {
+    let default_html = Path::new("report.html");
+    let out = output.or((format == "html").then_some(default_html));
+    if let Some(out) = out {
+        // Refused before the (possibly long) load.
+        crate::output::check_report_target(out, force)?;
+    }
     let limits = rlprof_report::Limits::default();
     let loaded = rlprof_report::load(path, &limits)?;
     for s in &loaded.skipped {
@@ -429,10 +529,9 @@ pub fn report(
         "text" => rlprof_report::render_text(&report),
         _ => rlprof_report::render_html(&report, &loaded.profiles, &Default::default())?,
     };
-    let default_html = Path::new("report.html");
-    match output.or((format == "html").then_some(default_html)) {
+    match out {
         Some(out) => {
-            std::fs::write(out, text)?;
+            crate::output::write_report(out, text.as_bytes(), force)?;
             eprintln!("report written to {}", out.display());
         }
         None => print!("{text}"),
@@ -442,7 +541,7 @@ pub fn report(
 
 /// Parses one collection (automatic analysis, on a background thread). Failures are logged:
 /// the raw data stays and `rlprof analyse` can parse it later.
-pub fn analyse_one(dir: &Path) {
+pub(crate) fn analyse_one(dir: &Path) {
     match rlprof_export::analyse_collection(dir) {
         Ok(r) => {
             for w in &r.warnings {

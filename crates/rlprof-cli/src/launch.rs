@@ -5,7 +5,7 @@ use anyhow::Result;
 
 /// This process's place in the job.
 #[derive(Clone)]
-pub enum Ranks {
+pub(crate) enum Ranks {
     /// Every rank is a thread of this process.
     InProcess,
     /// This process is one MPI rank.
@@ -15,7 +15,7 @@ pub enum Ranks {
 
 impl Ranks {
     /// Looks at the launcher's environment; initialises MPI when it started several processes.
-    pub fn detect() -> Result<Ranks> {
+    pub(crate) fn detect() -> Result<Ranks> {
         match rlprof_trainer::comm::launcher_world() {
             Some((_, n)) if n > 1 => start_mpi(n),
             _ => Ok(Ranks::InProcess),
@@ -23,7 +23,7 @@ impl Ranks {
     }
 
     /// This process's rank (0 in-process: it drives every rank).
-    pub fn rank(&self) -> usize {
+    pub(crate) fn rank(&self) -> usize {
         match self {
             Ranks::InProcess => 0,
             #[cfg(feature = "mpi")]
@@ -32,14 +32,14 @@ impl Ranks {
     }
 
     /// Whether ranks are separate processes.
-    pub fn is_multi_process(&self) -> bool {
+    pub(crate) fn is_multi_process(&self) -> bool {
         !matches!(self, Ranks::InProcess)
     }
 
     /// Runs the job (this process's share of it).
-    pub fn run(
+    pub(crate) fn run(
         &self,
-        doc: &serde_yaml::Value,
+        doc: &rlprof_profiler::config::Node,
         profiler: rlprof_profiler::Profiler,
         opts: rlprof_trainer::RunOptions,
     ) -> Result<rlprof_trainer::RunSummary, rlprof_trainer::TrainerError> {
@@ -52,7 +52,7 @@ impl Ranks {
 
     /// Ends a failed run of a multi-process job just before exiting: a rank that learned of a
     /// peer's failure tells that peer it is done (so the launcher does not kill it early).
-    pub fn finish_failed(&self) {
+    pub(crate) fn finish_failed(&self) {
         #[cfg(feature = "mpi")]
         if let Ranks::Mpi(c) = self {
             c.acknowledge_failure();
@@ -60,7 +60,7 @@ impl Ranks {
     }
 
     /// Ends a successful run (MPI: finalise; every rank does).
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         #[cfg(feature = "mpi")]
         if let Ranks::Mpi(c) = self {
             c.finalize();
@@ -85,7 +85,7 @@ fn start_mpi(n: usize) -> Result<Ranks> {
 
 /// Test hook: `RLPROF_TEST_FINAL_PARAMS=FILE` makes rank 0 write its final actor parameters
 /// there (little-endian f32), to compare runs.
-pub fn write_final_params(ranks: &Ranks, params: &[f32]) -> Result<()> {
+pub(crate) fn write_final_params(ranks: &Ranks, params: &[f32]) -> Result<()> {
     if ranks.rank() != 0 {
         return Ok(());
     }

@@ -2,15 +2,40 @@
 
 mod analysis;
 mod commands;
+mod interrupt;
 mod launch;
+mod output;
 
 /// Tensor memory of the CPU engine is heap memory: record it (`memory` content).
 #[global_allocator]
 static GLOBAL: rlprof_profiler::alloc::TrackingAllocator =
     rlprof_profiler::alloc::TrackingAllocator::system();
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+
+/// Hydra's config selection, as in `python -m verl.trainer.main_ppo --config-path DIR
+/// --config-name NAME` (`--config-path=DIR` works too).
+#[derive(Args, Clone, Default)]
+struct Select {
+    /// Directory of the primary config and its config groups.
+    #[arg(long, value_name = "DIR")]
+    config_path: Option<PathBuf>,
+    /// Primary config in that directory (`ppo_trainer` or `ppo_trainer.yaml`).
+    #[arg(long, value_name = "NAME")]
+    config_name: Option<String>,
+}
+
+impl Select {
+    /// The selection, with a leading file argument (an argument without `=`) if there is one.
+    fn with_file(self, file: Option<PathBuf>) -> rlprof_profiler::config::Selection {
+        rlprof_profiler::config::Selection {
+            file,
+            config_path: self.config_path,
+            config_name: self.config_name,
+        }
+    }
+}
 
 /// Performance data collection for RL post-training (GRPO, DAPO).
 #[derive(Parser)]
@@ -33,6 +58,8 @@ enum Command {
         /// Do not show progress bars.
         #[arg(long)]
         quiet: bool,
+        #[command(flatten)]
+        select: Select,
     },
     /// Configuration commands.
     Config {
@@ -65,6 +92,9 @@ enum Command {
         /// A second path to diff against (two steps or two runs).
         #[arg(long)]
         compare: Option<PathBuf>,
+        /// Replace the output file when it exists (never allowed inside raw data).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -79,6 +109,20 @@ enum ConfigCommand {
         /// Print the plan as one JSON object.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        select: Select,
+    },
+    /// Print the whole composed and resolved config (Hydra's `--cfg job --resolve`).
+    Show {
+        /// The YAML file (omit for the built-in default). An argument containing `=` is an override.
+        config: Option<String>,
+        /// Hydra overrides.
+        overrides: Vec<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        select: Select,
     },
 }
 
@@ -86,17 +130,21 @@ fn main() -> std::process::ExitCode {
     rlprof_trainer::job::tune_host_allocator();
     commands::init_logging();
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Train { .. }) {
+        quit_quietly_on_closed_pipe();
+    }
     let result = match cli.command {
         Command::Train {
             mut config,
             mut overrides,
             quiet,
+            select,
         } => {
             // `rlprof train recipes/dapo.yaml k=v`: a leading argument without `=` is the file.
             if config.is_none() && overrides.first().is_some_and(|a| !a.contains('=')) {
                 config = Some(overrides.remove(0).into());
             }
-            commands::train(config.as_deref(), &overrides, quiet)
+            commands::train(&select.with_file(config), &overrides, quiet)
         }
         Command::Config {
             command:
@@ -104,8 +152,24 @@ fn main() -> std::process::ExitCode {
                     config,
                     overrides,
                     json,
+                    select,
                 },
-        } => commands::config_check(config, overrides, json),
+        } => {
+            let (file, overrides) = commands::split_file(config, overrides);
+            commands::config_check(&select.with_file(file), overrides, json)
+        }
+        Command::Config {
+            command:
+                ConfigCommand::Show {
+                    config,
+                    overrides,
+                    json,
+                    select,
+                },
+        } => {
+            let (file, overrides) = commands::split_file(config, overrides);
+            commands::config_show(&select.with_file(file), &overrides, json)
+        }
         Command::Analyse {
             path,
             jobs,
@@ -122,7 +186,8 @@ fn main() -> std::process::ExitCode {
             output,
             format,
             compare,
-        } => commands::report(&path, output.as_deref(), &format, compare.as_deref()),
+            force,
+        } => commands::report(&path, output.as_deref(), &format, compare.as_deref(), force),
     };
     match result {
         Ok(code) => code,
@@ -130,5 +195,17 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// `rlprof config check ... | head` ends quietly like any Unix tool instead of panicking in
+/// `println!` (Rust starts with SIGPIPE ignored). Not for `train`: a reader of its output that
+/// goes away must not kill the training with a signal.
+fn quit_quietly_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: restores the default disposition of SIGPIPE before any thread is started by this
+    // command; no handler is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

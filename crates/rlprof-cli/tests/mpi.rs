@@ -1,9 +1,10 @@
 //! `rlprof train` as separate processes under `mpirun -np 2` (MPICH's hydra), one rank each.
 //!
-//! Gated: runs when `RLPROF_MPI_TESTS=1` and the binary was built with `--features mpi`
-//! (CI: `apt-get install mpich libmpich-dev libclang-dev`, then
-//! `RLPROF_MPI_TESTS=1 cargo test --release -p rlprof-cli --features mpi --test mpi`); otherwise
-//! every test prints SKIP and passes. `RLPROF_MPIRUN` names the launcher (default `mpirun`).
+//! Every test is `#[ignore = "needs ..."]`: it needs MPICH's `mpirun` and a binary built with
+//! `--features mpi` (CI: `apt-get install mpich libmpich-dev libclang-dev`, then
+//! `cargo test --release -p rlprof-cli --features mpi --test mpi -- --ignored`). Run without the
+//! feature, a test fails instead of passing silently. `RLPROF_MPIRUN` names the launcher
+//! (default `mpirun`).
 //! Each launch gets its own `TMPDIR`: parallel mpiruns collide on their session directory.
 
 use std::path::{Path, PathBuf};
@@ -14,17 +15,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_rlprof");
 /// No launch may take longer than this (a hang fails the test instead of blocking CI).
 const LAUNCH_LIMIT: Duration = Duration::from_secs(120);
 
-fn enabled() -> bool {
-    if std::env::var("RLPROF_MPI_TESTS").ok().as_deref() != Some("1") {
-        eprintln!(
-            "SKIP: set RLPROF_MPI_TESTS=1 (MPICH installed, --features mpi) to run MPI tests"
-        );
-        return false;
-    }
+/// Fails the test when the binary cannot launch ranks as processes.
+fn require_mpi_build() {
     if !cfg!(feature = "mpi") {
-        panic!("RLPROF_MPI_TESTS=1 but rlprof-cli was built without --features mpi");
+        panic!("the MPI tests need rlprof-cli built with --features mpi");
     }
-    true
 }
 
 /// A small, fast job: 3 RL steps, step 2 profiled at level1 on every rank.
@@ -33,6 +28,8 @@ fn overrides(root: &Path, extra: &[&str]) -> Vec<String> {
         format!("global_profiler.save_path={}", root.join("prof").display()),
         "global_profiler.steps=[2]".into(),
         "actor_rollout_ref.actor.profiler.tool_config.npu.level=level1".into(),
+        // These tests read the text layout's step_trace_time.csv and communication.json.
+        "actor_rollout_ref.actor.profiler.tool_config.npu.export_type=text".into(),
         "trainer.total_training_steps=3".into(),
         "trainer.sft_warmup_steps=2".into(),
         "trainer.n_gpus_per_node=2".into(),
@@ -192,10 +189,9 @@ fn step_trace(collection: &Path) -> Vec<(String, f64)> {
 }
 
 #[test]
+#[ignore = "needs mpirun (MPICH) and --features mpi"]
 fn two_processes_train_collect_per_rank_and_match_in_process_ranks() {
-    if !enabled() {
-        return;
-    }
+    require_mpi_build();
     let tmp = tempfile::tempdir().unwrap();
     let (a, b) = (tmp.path().join("mpi"), tmp.path().join("threads"));
     let pa = tmp.path().join("mpi.params");
@@ -303,10 +299,9 @@ fn two_processes_train_collect_per_rank_and_match_in_process_ranks() {
 }
 
 #[test]
+#[ignore = "needs mpirun (MPICH) and --features mpi"]
 fn world_size_mismatch_is_a_clear_start_up_error() {
-    if !enabled() {
-        return;
-    }
+    require_mpi_build();
     let tmp = tempfile::tempdir().unwrap();
     let out = mpirun(tmp.path(), &[], &[], &["trainer.n_gpus_per_node=1"]);
     assert!(!out.ok, "{}", out.text());
@@ -320,10 +315,9 @@ fn world_size_mismatch_is_a_clear_start_up_error() {
 }
 
 #[test]
+#[ignore = "needs mpirun (MPICH) and --features mpi"]
 fn a_failing_rank_stops_the_job_naming_it_and_peers_keep_their_collection() {
-    if !enabled() {
-        return;
-    }
+    require_mpi_build();
     let tmp = tempfile::tempdir().unwrap();
     let out = mpirun(tmp.path(), &[], &[("RLPROF_TEST_FAIL_RANK", "1:2")], &[]);
     assert!(!out.ok, "{}", out.text());
@@ -344,10 +338,9 @@ fn a_failing_rank_stops_the_job_naming_it_and_peers_keep_their_collection() {
 }
 
 #[test]
+#[ignore = "needs mpirun (MPICH) and --features mpi"]
 fn a_crashed_rank_is_named_and_the_survivor_collection_parses() {
-    if !enabled() {
-        return;
-    }
+    require_mpi_build();
     let tmp = tempfile::tempdir().unwrap();
     // Without auto-cleanup hydra lets rank 0 notice the death itself (no SIGKILL).
     let out = mpirun(
@@ -435,10 +428,9 @@ fn slow_rank_run(root: &Path) -> serde_json::Value {
 }
 
 #[test]
+#[ignore = "needs mpirun (MPICH) and --features mpi"]
 fn a_slow_rank_is_named_slowest_with_a_gap_matching_its_delay() {
-    if !enabled() {
-        return;
-    }
+    require_mpi_build();
     let tmp = tempfile::tempdir().unwrap();
     let rep = slow_rank_run(tmp.path());
     let w = &rep["slowest"];
@@ -489,24 +481,19 @@ fn a_slow_rank_is_named_slowest_with_a_gap_matching_its_delay() {
         }
     }
     let bw = rep["bandwidth"].as_array().unwrap();
-    assert!(bw
-        .iter()
-        .any(|b| b["op"] == "reduce_scatter"
-            && b["bandwidth_gbps"].as_f64().is_some_and(|g| g > 0.0)));
+    assert!(
+        bw.iter().any(|b| b["op"] == "reduce_scatter"
+            && b["bandwidth_gbps"].as_f64().is_some_and(|g| g > 0.0))
+    );
     let pairs = rep["pairs"].as_array().unwrap();
     assert!(pairs.iter().any(|p| p["src"] == 0 && p["dst"] == 1));
     assert!(pairs.iter().any(|p| p["src"] == 1 && p["dst"] == 0));
 }
 
 #[test]
+#[ignore = "needs mpirun (MPICH), --features mpi and msprof-analyze in RLPROF_VENV"]
 fn msprof_analyze_cluster_agrees_on_per_rank_step_times() {
-    if !enabled() {
-        return;
-    }
-    if std::env::var("RLPROF_CONSUMER_TESTS").ok().as_deref() != Some("1") {
-        eprintln!("SKIP: set RLPROF_CONSUMER_TESTS=1 (and RLPROF_VENV with msprof-analyze)");
-        return;
-    }
+    require_mpi_build();
     let venv = std::env::var("RLPROF_VENV").unwrap_or_else(|_| "/opt/rlprof-venv".into());
     let exe = Path::new(&venv).join("bin/msprof-analyze");
     assert!(exe.is_file(), "{} missing", exe.display());
@@ -550,10 +537,10 @@ fn collections_file(dir: &Path, name: &str) -> Option<PathBuf> {
         if p.file_name().is_some_and(|n| n == name) {
             return Some(p);
         }
-        if p.is_dir() {
-            if let Some(f) = collections_file(&p, name) {
-                return Some(f);
-            }
+        if p.is_dir()
+            && let Some(f) = collections_file(&p, name)
+        {
+            return Some(f);
         }
     }
     None

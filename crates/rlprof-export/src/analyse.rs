@@ -1,18 +1,24 @@
 //! The analysis driver: parse one collection, or every unparsed collection below a path.
 //!
-//! A collection is a directory holding `rlprof_raw/rank_{rank}.rlraw` whose name does not end
-//! in `.tmp` (the profiler renames it when the collection stops). Parsing is idempotent: when it
-//! succeeds, a marker file [`MARKER`] (JSON: outputs, counts, warnings) is written last, and a
-//! collection with the marker is skipped. Outputs are written under temporary names and renamed
-//! into place, so an interrupted run leaves no half-written output that looks complete; the
-//! next run redoes the collection.
+//! A collection is a directory holding `rlprof_raw/rank_{rank}.rlraw`. The profiler writes it
+//! under a `.tmp` name and renames it when the collection stops; a `.tmp` directory nobody
+//! writes any more (the process was killed, or the disk filled up) is an interrupted collection,
+//! given its final name here and parsed like the others ([`crate::recover`]).
+//!
+//! Parsing is idempotent and safe to run from several processes at once: each collection is
+//! parsed under its lock ([`crate::lock`]), every output is written under a staging name unique
+//! to the process and renamed into place ([`crate::staging`]), and the marker [`MARKER`]
+//! (JSON: outputs, counts, warnings, `partial`) is written last, listing every output. A
+//! collection whose marker lists a missing file is parsed again.
 //!
 //! Damaged raw data: the valid chunks are parsed, and a warning naming the file and the byte
 //! offset where valid data ends goes into [`WARNINGS`] in the collection directory (and the
-//! marker). Only when no raw file of the collection has anything recoverable is it an error.
+//! marker). A collection whose data stops early is marked `partial: true` (marker and the
+//! tool's metadata) with a note in [`WARNINGS`]. Only when no raw file of the collection has
+//! anything recoverable is it an error.
 
 use crate::decode::{Counts, Index};
-use crate::ExportError;
+use crate::{ExportError, lock, marker, recover, staging};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -50,6 +56,26 @@ pub struct Report {
     pub warnings: Vec<String>,
     /// True when the collection had been parsed before and nothing was done.
     pub already_done: bool,
+    /// True when the data stops before the collection's planned end (killed or stopped run,
+    /// damaged file); the outputs hold what was recorded until then.
+    pub partial: bool,
+    /// The unfinished (`*.tmp`) directory name this collection was recovered from.
+    pub recovered_from: Option<String>,
+}
+
+impl Report {
+    /// The report of a collection left as it is.
+    fn done(dir: &Path) -> Report {
+        Report {
+            dir: dir.to_path_buf(),
+            tool: String::new(),
+            ranks: Vec::new(),
+            warnings: Vec::new(),
+            already_done: true,
+            partial: false,
+            recovered_from: None,
+        }
+    }
 }
 
 /// The result for one collection of a tree.
@@ -61,6 +87,8 @@ pub enum Outcome {
     AlreadyDone(PathBuf),
     /// Failed (nothing recoverable, unwritable output, ...).
     Failed(PathBuf, ExportError),
+    /// Still being written (a collection in flight) or recovered by another process; skipped.
+    Busy(PathBuf),
 }
 
 /// Progress of [`analyse_tree`].
@@ -99,6 +127,10 @@ impl TreeReport {
     pub fn failed(&self) -> usize {
         self.count(|o| matches!(o, Outcome::Failed(..)))
     }
+    /// Collections skipped because another process writes or recovers them.
+    pub fn busy(&self) -> usize {
+        self.count(|o| matches!(o, Outcome::Busy(_)))
+    }
     fn count(&self, f: impl Fn(&Outcome) -> bool) -> usize {
         self.outcomes.iter().filter(|o| f(o)).count()
     }
@@ -125,17 +157,16 @@ pub fn raw_files(dir: &Path) -> Vec<PathBuf> {
     v.into_iter().map(|(_, p)| p).collect()
 }
 
-/// Whether `dir` is a complete collection directory.
+/// Whether `dir` is a collection directory: finished, or unfinished (`*.tmp`, in flight or
+/// interrupted; [`analyse_collection`] tells them apart by the collection lock).
 pub fn is_collection(dir: &Path) -> bool {
-    let tmp = dir
-        .file_name()
-        .is_some_and(|n| n.to_string_lossy().ends_with(".tmp"));
-    !tmp && !raw_files(dir).is_empty()
+    !raw_files(dir).is_empty()
 }
 
-/// Whether a collection was parsed already.
+/// Whether a collection was parsed already: its marker exists and every output it lists is
+/// there (a marker listing a missing file means the collection is parsed again).
 pub fn is_parsed(dir: &Path) -> bool {
-    dir.join(MARKER).is_file()
+    crate::marker::complete(dir)
 }
 
 /// Every collection directory at or below `path`, sorted.
@@ -165,37 +196,66 @@ pub fn find_collections(path: &Path) -> Result<Vec<PathBuf>, ExportError> {
 
 /// Parses one collection into its tool's outputs. Idempotent: a collection parsed before is
 /// left alone and reported with `already_done`.
+///
+/// The collection's lock is held throughout: a parser running at the same time waits, then
+/// finds the work done. An unfinished (`*.tmp`) collection whose writer is gone is first given
+/// its final name ([`recover::finish`]); one still being written is [`ExportError::Busy`].
 pub fn analyse_collection(dir: &Path) -> Result<Report, ExportError> {
+    let unfinished = recover::is_unfinished(dir);
+    if unfinished && !dir.exists() {
+        // Finished by another process between listing and now.
+        return Ok(Report::done(dir));
+    }
     if !dir.is_dir() {
         return Err(ExportError::Missing(dir.to_path_buf()));
     }
-    let raws = raw_files(dir);
-    if raws.is_empty() {
+    if raw_files(dir).is_empty() {
         return Err(ExportError::NotACollection(dir.to_path_buf()));
     }
-    if is_parsed(dir) {
-        return Ok(Report {
-            dir: dir.to_path_buf(),
-            tool: String::new(),
-            ranks: Vec::new(),
-            warnings: Vec::new(),
-            already_done: true,
-        });
-    }
-    let mut report = Report {
-        dir: dir.to_path_buf(),
-        tool: String::new(),
-        ranks: Vec::new(),
-        warnings: Vec::new(),
-        already_done: false,
+    let _lock = match lock::lock_collection(dir, !unfinished)? {
+        lock::Acquired::Locked(l) => l,
+        lock::Acquired::Busy => return Err(ExportError::Busy(dir.to_path_buf())),
+        // Renamed by another process's recovery (or by its writer) meanwhile.
+        lock::Acquired::Gone => return Ok(Report::done(dir)),
     };
+    let dir = if unfinished {
+        let to = recover::finish(dir)?;
+        tracing::info!(
+            "{}: interrupted collection finished as {}",
+            dir.display(),
+            to.display()
+        );
+        to
+    } else {
+        dir.to_path_buf()
+    };
+    if is_parsed(&dir) {
+        return Ok(Report::done(&dir));
+    }
+    staging::remove_leftovers(&dir);
+    parse_locked(&dir)
+}
+
+/// Parses a locked collection that has its final name.
+fn parse_locked(dir: &Path) -> Result<Report, ExportError> {
+    let mut report = Report::done(dir);
+    report.already_done = false;
+    report.recovered_from = recover::recovered_from(dir);
+    let mut partial = Vec::new();
     let mut last_err = None;
-    for raw in &raws {
+    for raw in &raw_files(dir) {
         match Index::build(raw) {
             Ok(idx) => {
                 report.warnings.extend(data_warnings(&idx));
-                report.tool = idx.meta.tool.clone();
+                if let Some(why) = incomplete(&idx) {
+                    partial.push(format!("{}: {why}", raw.display()));
+                }
+                report.tool = idx.meta.tool.as_str().to_string();
                 let outputs = export(dir, &idx, &mut report.warnings)?;
+                let found = idx.record_warnings().iter();
+                report
+                    .warnings
+                    .extend(found.map(|x| format!("WARNING: {x}")));
                 report.ranks.push(RankReport {
                     rank: idx.meta.rank,
                     raw_file: raw.clone(),
@@ -214,9 +274,63 @@ pub fn analyse_collection(dir: &Path) -> Result<Report, ExportError> {
     if report.ranks.is_empty() {
         return Err(last_err.unwrap_or_else(|| ExportError::NotACollection(dir.to_path_buf())));
     }
+    report.partial = !partial.is_empty();
+    if report.partial || report.recovered_from.is_some() {
+        report.warnings.insert(0, partial_note(&report, &partial));
+    }
+    if report.partial {
+        marker::mark_metadata_partial(dir, &partial)?;
+    }
     write_warnings(dir, &report.warnings)?;
-    write_marker(dir, &report)?;
+    marker::write(dir, &report)?;
     Ok(report)
+}
+
+/// Why a raw file's data is incomplete (`None`: it holds the whole collection): damaged or
+/// cut off, no end marker (the process stopped while collecting), or, end-to-end, a planned
+/// step that never finished (the run was stopped and its collections closed early).
+pub fn incomplete(idx: &Index) -> Option<String> {
+    if let Some(c) = &idx.corruption {
+        return Some(format!(
+            "data stops at byte offset {} ({})",
+            c.offset, c.reason
+        ));
+    }
+    if idx.end.is_none() {
+        return Some(format!(
+            "no end marker: data stops at byte offset {} (the process stopped while collecting)",
+            idx.valid_bytes
+        ));
+    }
+    if idx.meta.discrete || idx.truncated.is_some() {
+        return None;
+    }
+    let missing: Vec<u64> = idx
+        .meta
+        .steps
+        .iter()
+        .copied()
+        .filter(|s| !idx.steps.iter().any(|sp| sp.step == *s))
+        .collect();
+    (!missing.is_empty())
+        .then(|| format!("planned step(s) {missing:?} never finished (the run was stopped early)"))
+}
+
+/// The first line of the warnings of a partial or recovered collection.
+fn partial_note(report: &Report, partial: &[String]) -> String {
+    let mut note = String::from("NOTE: ");
+    note.push_str(if report.partial {
+        "partial collection (partial: true)"
+    } else {
+        "complete collection"
+    });
+    if let Some(from) = &report.recovered_from {
+        note.push_str(&format!(", recovered from the unfinished directory {from}"));
+    }
+    for p in partial {
+        note.push_str(&format!("; {p}"));
+    }
+    note
 }
 
 /// Warnings about the raw data itself: damage (file + byte offset), caps, missing end.
@@ -237,6 +351,7 @@ fn data_warnings(idx: &Index) -> Vec<String> {
             idx.valid_bytes
         ));
     }
+    w.extend(idx.warnings.iter().map(|x| format!("WARNING: {x}")));
     if let Some(t) = &idx.truncated {
         w.push(format!(
             "WARNING: {}: collection truncated by a cap ({:?}) after {} events / {} bytes",
@@ -278,27 +393,14 @@ fn write_warnings(dir: &Path, warnings: &[String]) -> Result<(), ExportError> {
     write_atomic(&path, text.as_bytes())
 }
 
-fn write_marker(dir: &Path, report: &Report) -> Result<(), ExportError> {
-    let path = dir.join(MARKER);
-    let text = serde_json::to_vec_pretty(report).map_err(|source| ExportError::Json {
-        path: path.clone(),
-        source,
-    })?;
-    write_atomic(&path, &text)
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename.
+/// Writes `bytes` to `path` through a staging file unique to this call and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
-    let tmp = tmp_name(path);
-    std::fs::write(&tmp, bytes).map_err(ExportError::io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(ExportError::io(path))
+    staging::write_atomic(path, bytes)
 }
 
-/// `x/name` -> `x/name.tmp`.
+/// `x/name` -> a staging name beside it, unique to this process and call.
 pub fn tmp_name(path: &Path) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(".tmp");
-    PathBuf::from(s)
+    staging::staging_name(path)
 }
 
 /// Parses every unparsed collection at or below `path` with `jobs` parallel workers
@@ -328,6 +430,7 @@ pub fn analyse_tree(
                 let o = match analyse_collection(d) {
                     Ok(r) if r.already_done => Outcome::AlreadyDone(d.clone()),
                     Ok(r) => Outcome::Parsed(r),
+                    Err(ExportError::Busy(_)) => Outcome::Busy(d.clone()),
                     Err(e) => Outcome::Failed(d.clone(), e),
                 };
                 progress(TreeEvent::Finished(&o));

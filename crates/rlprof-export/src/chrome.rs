@@ -12,27 +12,22 @@ use crate::decode::{CommEv, Event, Index, KernelEv, MemEv};
 use crate::dense::DenseMap;
 use crate::memory::MemTracker;
 use crate::text;
-pub use crate::text::json_str;
+pub(crate) use crate::text::json_str;
 use rlprof_profiler::record::RangeCat;
 use std::io::Write;
 
 /// Which consumer family the trace is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flavor {
+pub(crate) enum Flavor {
     /// PyTorch profiler (kineto) layout: `traceEvents` object, `cpu_op`, `kernel`, `ac2g` flows.
     Torch,
     /// Ascend `trace_view.json`: a bare array; device process named `Ascend Hardware`.
     Ascend,
 }
 
-/// `ns` as microseconds with 3 decimals.
-pub fn us3(out: &mut Vec<u8>, ns: u64) {
-    text::us3(out, ns);
-}
-
 /// Pids and tids of the trace's tracks.
 #[derive(Debug, Clone, Copy)]
-pub struct Tracks {
+pub(crate) struct Tracks {
     /// Host process id.
     pub host_pid: u64,
     /// Device process id (kernels).
@@ -55,15 +50,15 @@ const PIECE_SLOTS: usize = 256;
 /// Piece kinds: the head of a complete event per category, the `pid`/`tid`/`ts` keys of a flow
 /// event, the first arguments of a kernel.
 mod piece {
-    pub const CPU_OP: u8 = 1;
-    pub const CUDA_RUNTIME: u8 = 2;
-    pub const API: u8 = 3;
-    pub const RUNTIME: u8 = 4;
-    pub const PYTHON_FUNCTION: u8 = 5;
-    pub const USER_ANNOTATION: u8 = 6;
-    pub const KERNEL: u8 = 7;
-    pub const FLOW_TRACK: u8 = 8;
-    pub const KERNEL_ARGS: u8 = 9;
+    pub(super) const CPU_OP: u8 = 1;
+    pub(super) const CUDA_RUNTIME: u8 = 2;
+    pub(super) const API: u8 = 3;
+    pub(super) const RUNTIME: u8 = 4;
+    pub(super) const PYTHON_FUNCTION: u8 = 5;
+    pub(super) const USER_ANNOTATION: u8 = 6;
+    pub(super) const KERNEL: u8 = 7;
+    pub(super) const FLOW_TRACK: u8 = 8;
+    pub(super) const KERNEL_ARGS: u8 = 9;
 }
 
 /// A cached piece: `(kind, pid, tid)` and its text.
@@ -78,7 +73,7 @@ fn cached(map: &mut DenseMap<Box<[u8]>>, id: u32, make: impl FnOnce(&mut Vec<u8>
 }
 
 /// Writes one trace's events.
-pub struct ChromeWriter<W: Write> {
+pub(crate) struct ChromeWriter<W: Write> {
     out: W,
     buf: Vec<u8>,
     first: bool,
@@ -97,7 +92,7 @@ pub struct ChromeWriter<W: Write> {
 impl<W: Write> ChromeWriter<W> {
     /// Starts a trace; `prefix` is written before the first event (`{"...": ..., "traceEvents": [`
     /// or `[`).
-    pub fn new(
+    pub(crate) fn new(
         mut out: W,
         prefix: &str,
         base_ns: u64,
@@ -156,11 +151,11 @@ impl<W: Write> ChromeWriter<W> {
             .wrapping_add(kind as usize)
             .wrapping_add((pid as usize).wrapping_mul(7))
             % PIECE_SLOTS;
-        if let Some((k, t)) = &self.pieces[slot] {
-            if *k == key {
-                t.put(&mut self.buf);
-                return;
-            }
+        if let Some((k, t)) = &self.pieces[slot]
+            && *k == key
+        {
+            t.put(&mut self.buf);
+            return;
         }
         let start = self.buf.len();
         build(&mut self.buf);
@@ -198,7 +193,14 @@ impl<W: Write> ChromeWriter<W> {
     }
 
     /// A metadata event (`process_name`, `thread_name`, `process_labels`, ...).
-    pub fn metadata(&mut self, name: &str, pid: u64, tid: Option<u64>, key: &str, value: &str) {
+    pub(crate) fn metadata(
+        &mut self,
+        name: &str,
+        pid: u64,
+        tid: Option<u64>,
+        key: &str,
+        value: &str,
+    ) {
         self.sep();
         self.lit("{\"ph\":\"M\",\"name\":\"");
         self.lit(name);
@@ -218,7 +220,7 @@ impl<W: Write> ChromeWriter<W> {
     }
 
     /// Writes the metadata naming the host threads and processes.
-    pub fn track_metadata(&mut self, idx: &Index) {
+    pub(crate) fn track_metadata(&mut self, idx: &Index) {
         let t = self.tracks;
         let (host, device, comm) = match self.flavor {
             Flavor::Torch => ("python", "CPU engine", "Communication"),
@@ -258,7 +260,7 @@ impl<W: Write> ChromeWriter<W> {
     }
 
     /// Writes one attributed event.
-    pub fn push(&mut self, idx: &Index, out: &Out, mem: &MemTracker) -> std::io::Result<()> {
+    pub(crate) fn push(&mut self, idx: &Index, out: &Out, mem: &MemTracker) -> std::io::Result<()> {
         match out {
             Out::Range(r) => self.range(idx, r),
             Out::Kernel(k, op) => self.kernel(idx, k, op.map(|o| o.ext_id)),
@@ -338,9 +340,16 @@ impl<W: Write> ChromeWriter<W> {
                 self.lit(",\"Module Hierarchy\":");
                 self.name(idx, r.module);
             }
+            if r.seq != 0 {
+                self.lit(",\"Sequence number\":");
+                self.num(r.seq as u64);
+            }
             self.lit("}}");
             if ri.dev_self > 0 {
                 self.flow_start(r.thread as u64, r.start, &ext);
+            }
+            if r.seq != 0 {
+                self.fwdbwd(r);
             }
             return;
         }
@@ -361,6 +370,21 @@ impl<W: Write> ChromeWriter<W> {
         self.lit(self.flow_tail());
     }
 
+    /// The `fwdbwd` flow end of an op with an autograd sequence number, as PyTorch writes it: the
+    /// forward op starts the flow, its backward op (`evaluate_function`) ends it.
+    fn fwdbwd(&mut self, r: &crate::decode::RangeEv) {
+        self.sep();
+        self.lit(if r.backward {
+            "{\"ph\":\"f\",\"bp\":\"e\",\"id\":"
+        } else {
+            "{\"ph\":\"s\",\"id\":"
+        });
+        self.num(r.seq as u64);
+        self.flow_track(self.tracks.host_pid, r.thread as u64);
+        self.ts(r.start);
+        self.lit(",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\"}");
+    }
+
     /// The category and name of a flow event, closing it.
     fn flow_tail(&self) -> &'static str {
         match self.flavor {
@@ -371,7 +395,7 @@ impl<W: Write> ChromeWriter<W> {
 
     /// Writes one kernel with the external id of the op that issued it (what [`Self::push`]
     /// writes for `Out::Kernel`, for callers that keep only the id).
-    pub fn push_kernel(
+    pub(crate) fn push_kernel(
         &mut self,
         idx: &Index,
         k: &KernelEv,
@@ -501,7 +525,7 @@ impl<W: Write> ChromeWriter<W> {
     }
 
     /// Writes `suffix` (`]` or `], ...}`) and returns the inner writer.
-    pub fn finish(mut self, suffix: &str) -> std::io::Result<W> {
+    pub(crate) fn finish(mut self, suffix: &str) -> std::io::Result<W> {
         self.lit(suffix);
         self.out.write_all(&self.buf)?;
         self.buf.clear();
@@ -509,7 +533,7 @@ impl<W: Write> ChromeWriter<W> {
     }
 
     /// Names the device streams seen (call before `finish`).
-    pub fn stream_metadata(&mut self) {
+    pub(crate) fn stream_metadata(&mut self) {
         let streams: Vec<u16> = self.streams.iter().copied().collect();
         for s in streams {
             let pid = self.tracks.device_pid;
@@ -525,7 +549,7 @@ impl<W: Write> ChromeWriter<W> {
 }
 
 /// `"32,64;64,128"` -> `[[32,64],[64,128]]` (an empty string gives `[]`).
-pub fn input_dims(out: &mut Vec<u8>, shapes: &str) {
+pub(crate) fn input_dims(out: &mut Vec<u8>, shapes: &str) {
     out.push(b'[');
     for (i, s) in shapes.split(';').filter(|s| !s.is_empty()).enumerate() {
         if i > 0 {
@@ -545,7 +569,7 @@ pub fn input_dims(out: &mut Vec<u8>, shapes: &str) {
 }
 
 /// `"float32;int64"` -> `["float32","int64"]`.
-pub fn string_list(out: &mut Vec<u8>, list: &str) {
+pub(crate) fn string_list(out: &mut Vec<u8>, list: &str) {
     out.push(b'[');
     for (i, s) in list.split(';').filter(|s| !s.is_empty()).enumerate() {
         if i > 0 {
@@ -649,5 +673,65 @@ mod tests {
         // One op per thread and round carries a kernel (the ops category).
         let ops = expect.iter().filter(|e| e.1 == RangeCat::Op as u8).count();
         assert_eq!(flows, 2 * ops);
+    }
+
+    /// A forward op and its backward op with the same autograd sequence number are linked by a
+    /// `fwdbwd` flow (start on the forward op, end on the backward op), for both flavours.
+    #[test]
+    fn fwdbwd_flows_link_forward_and_backward_ops() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rank_0.rlraw");
+        let mut w = RawWriter::create(&path).unwrap();
+        w.write_meta(&serde_json::json!({"tool": "torch", "rank": 0, "pid": 5}))
+            .unwrap();
+        w.write_strings([(1, "linear"), (2, "LinearBackward0"), (3, "m")])
+            .unwrap();
+        let op = RangeCat::Op as u8;
+        w.write_records(
+            0,
+            &[
+                Record::new(10, 20, 1, Kind::Range, op, 0),
+                Record::new(3, 0, 7, Kind::Ext, 0, 0),
+                Record::new(30, 40, 1, Kind::Range, op, 0),
+                Record::new(3, 0, 0, Kind::Ext, 0, 0),
+                Record::new(50, 70, 2, Kind::Range, op, 0),
+                Record::new(3, 0, 7, Kind::Ext, 1, 0),
+            ],
+        )
+        .unwrap();
+        drop(w);
+        let idx = Index::build(&path).unwrap();
+        for flavor in [Flavor::Torch, Flavor::Ascend] {
+            let tracks = Tracks {
+                host_pid: 5,
+                device_pid: 9,
+                comm_pid: 5,
+            };
+            let mut cw = ChromeWriter::new(Vec::new(), "[", 0, flavor, tracks).unwrap();
+            let mem = MemTracker::default();
+            let mut attr = Attributor::default();
+            idx.replay(|e| attr.push(e, &mut |o| cw.push(&idx, &o, &mem).unwrap()))
+                .unwrap();
+            let text = cw.finish("]").unwrap();
+            let evs: Vec<serde_json::Value> = serde_json::from_slice(&text).unwrap();
+            let flows: Vec<&serde_json::Value> =
+                evs.iter().filter(|e| e["cat"] == "fwdbwd").collect();
+            assert_eq!(flows.len(), 2, "{evs:?}");
+            let (s, f) = (flows[0], flows[1]);
+            assert_eq!((&s["ph"], &f["ph"]), (&"s".into(), &"f".into()));
+            assert_eq!((&s["id"], &f["id"]), (&7.into(), &7.into()));
+            let ts = |name: &str| {
+                evs.iter()
+                    .find(|e| e["ph"] == "X" && e["name"] == name)
+                    .map(|e| e["ts"].clone())
+                    .unwrap()
+            };
+            // the first `linear` (with the sequence number) starts it, the backward ends it
+            let first_linear = evs.iter().find(|e| e["name"] == "linear").unwrap();
+            assert_eq!(first_linear["args"]["Sequence number"], 7);
+            assert_eq!(s["ts"], first_linear["ts"]);
+            assert_eq!(f["ts"], ts("LinearBackward0"));
+            assert_eq!(f["bp"], "e");
+        }
     }
 }

@@ -14,6 +14,9 @@
 //!   all-gather and reduce-scatter, all of it for broadcast) in the same transfer time. Measured
 //!   point-to-point ops (with a peer) are reported as they are.
 //!
+//! Collections without raw data of ours but with an Ascend profiler DB (torch_npu's
+//! `export_type=Db` output) are read from the DB ([`crate::ascend_db::read`]).
+//!
 //! Outputs, in `{PATH}/cluster_analysis/`: `cluster_step.csv`, `cluster_roles.csv`,
 //! `cluster_bandwidth.csv`, `cluster_pairs.csv` and `cluster_analysis.json` (everything, with
 //! the slowest rank); [`render_table`] prints the summary.
@@ -227,10 +230,10 @@ fn take_event(idx: &Index, d: &mut RankData, e: &Event) {
     let step_of = |ts: u64| idx.step_at(ts);
     match e {
         Event::Kernel(k) => {
-            if let Some(acc) = step_of(k.start).and_then(|s| d.steps.get_mut(&s)) {
-                if let Some(iv) = clip((k.start, k.end), acc.span) {
-                    acc.kernels.push(iv);
-                }
+            if let Some(acc) = step_of(k.start).and_then(|s| d.steps.get_mut(&s))
+                && let Some(iv) = clip((k.start, k.end), acc.span)
+            {
+                acc.kernels.push(iv);
             }
         }
         Event::Comm(c) => {
@@ -410,35 +413,29 @@ pub fn slowest(steps: &[RankStep]) -> Option<Slowest> {
     })
 }
 
-/// Analyses every collection at or below `path` (raw files; parsed or not).
+/// Analyses every collection at or below `path`: raw files (parsed or not), and the Ascend
+/// profiler DBs of directories without raw data (torch_npu's or a copy of our DB layout).
 pub fn analyse_cluster(path: &Path) -> Result<ClusterReport, ExportError> {
+    let dbs = crate::ascend_db::read::find_dbs(path);
     let mut rep = ClusterReport {
         collections: find_collections(path)?,
         ..Default::default()
     };
-    if rep.collections.is_empty() {
+    if rep.collections.is_empty() && dbs.is_empty() {
         return Err(ExportError::NotACollection(path.to_path_buf()));
     }
     let mut comm = CommTotals::default();
     for dir in rep.collections.clone() {
         for raw in raw_files(&dir) {
             let idx = Index::build(&raw)?;
-            let (rank, world) = (idx.meta.rank, idx.meta.world_size);
             let d = read_rank(&idx)?;
-            comm.add(rank, world, &d);
-            for (role_key, ns) in &d.roles {
-                rep.roles.push(RoleTime {
-                    rank,
-                    step: role_key.0,
-                    role: role_key.1.clone(),
-                    ms: ms(*ns),
-                });
-            }
-            for (step, acc) in d.steps {
-                rep.steps.push(rank_step(rank, step, acc));
-            }
-            rep.ranks.push(rank);
+            add_rank(&mut rep, &mut comm, idx.meta.rank, idx.meta.world_size, d);
         }
+    }
+    for db in dbs {
+        let r = crate::ascend_db::read::read_rank(&db)?;
+        add_rank(&mut rep, &mut comm, r.rank, r.world_size, db_rank_data(&r));
+        rep.collections.push(db);
     }
     comm.rows(&mut rep);
     rep.ranks.sort_unstable();
@@ -454,6 +451,67 @@ pub fn analyse_cluster(path: &Path) -> Result<ClusterReport, ExportError> {
     Ok(rep)
 }
 
+/// Adds one rank's data to the report.
+fn add_rank(rep: &mut ClusterReport, comm: &mut CommTotals, rank: u32, world: u32, d: RankData) {
+    comm.add(rank, world, &d);
+    for (role_key, ns) in &d.roles {
+        rep.roles.push(RoleTime {
+            rank,
+            step: role_key.0,
+            role: role_key.1.clone(),
+            ms: ms(*ns),
+        });
+    }
+    for (step, acc) in d.steps {
+        rep.steps.push(rank_step(rank, step, acc));
+    }
+    rep.ranks.push(rank);
+}
+
+/// A DB's rank data, taken as [`take_event`] takes the raw events.
+fn db_rank_data(r: &crate::ascend_db::read::DbRank) -> RankData {
+    let mut d = RankData::default();
+    for s in &r.steps {
+        d.steps.insert(
+            s.step,
+            StepAcc {
+                span: (s.start, s.end),
+                ..Default::default()
+            },
+        );
+    }
+    for &(a, b) in &r.kernels {
+        if let Some(acc) = r.step_at(a).and_then(|s| d.steps.get_mut(&s))
+            && let Some(iv) = clip((a, b), acc.span)
+        {
+            acc.kernels.push(iv);
+        }
+    }
+    for c in &r.comms {
+        let dur = c.end - c.start;
+        if let Some(acc) = r.step_at(c.start).and_then(|s| d.steps.get_mut(&s)) {
+            if let Some(iv) = clip((c.start, c.end), acc.span) {
+                acc.comms.push(iv);
+            }
+            acc.wait += c.wait.min(dur);
+        }
+        let acc = match c.peer {
+            Some(p) => d.p2p.entry((c.name.clone(), p)).or_default(),
+            None => d.ops.entry((c.name.clone(), c.group.clone())).or_default(),
+        };
+        acc.count += 1;
+        acc.bytes += c.bytes;
+        acc.time += dur;
+        acc.wait += c.wait.min(dur);
+    }
+    for (name, a, b) in &r.role_calls {
+        if let Some(s) = r.step_at(*a).filter(|s| d.steps.contains_key(s)) {
+            *d.roles.entry((s, name.clone())).or_default() += b - a;
+        }
+    }
+    d
+}
+
 fn f3(v: f64) -> String {
     format!("{v:.3}")
 }
@@ -462,19 +520,29 @@ fn opt(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.4}")).unwrap_or_default()
 }
 
-fn csv_bytes(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> Vec<u8> {
-    let mut out = header.join(",");
-    out.push('\n');
+/// A CSV file in memory: fields quoted where they need it (an op or group name may hold a comma
+/// or a quote), `\n` line ends.
+fn csv_bytes(
+    header: &[&str],
+    rows: impl Iterator<Item = Vec<String>>,
+) -> Result<Vec<u8>, csv::Error> {
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    w.write_record(header)?;
     for r in rows {
-        out.push_str(&r.join(","));
-        out.push('\n');
+        w.write_record(&r)?;
     }
-    out.into_bytes()
+    w.into_inner().map_err(|e| e.into_error().into())
 }
 
 /// Writes the CSVs and the JSON into `out_dir`; returns the files written.
 pub fn write_outputs(rep: &ClusterReport, out_dir: &Path) -> Result<Vec<PathBuf>, ExportError> {
     std::fs::create_dir_all(out_dir).map_err(ExportError::io(out_dir))?;
+    let csv_err = |name: &str| {
+        let path = out_dir.join(name);
+        move |source| ExportError::Csv { path, source }
+    };
     let steps = csv_bytes(
         &[
             "Rank",
@@ -502,7 +570,8 @@ pub fn write_outputs(rep: &ClusterReport, out_dir: &Path) -> Result<Vec<PathBuf>
                 f3(s.busy_ms),
             ]
         }),
-    );
+    )
+    .map_err(csv_err("cluster_step.csv"))?;
     let roles = csv_bytes(
         &["Rank", "Step", "Role", "Time(ms)"],
         rep.roles.iter().map(|r| {
@@ -513,7 +582,8 @@ pub fn write_outputs(rep: &ClusterReport, out_dir: &Path) -> Result<Vec<PathBuf>
                 f3(r.ms),
             ]
         }),
-    );
+    )
+    .map_err(csv_err("cluster_roles.csv"))?;
     let bw = csv_bytes(
         &[
             "Op",
@@ -539,7 +609,8 @@ pub fn write_outputs(rep: &ClusterReport, out_dir: &Path) -> Result<Vec<PathBuf>
                 opt(b.bandwidth_gbps),
             ]
         }),
-    );
+    )
+    .map_err(csv_err("cluster_bandwidth.csv"))?;
     let pairs = csv_bytes(
         &[
             "Op",
@@ -561,7 +632,8 @@ pub fn write_outputs(rep: &ClusterReport, out_dir: &Path) -> Result<Vec<PathBuf>
                 p.method.clone(),
             ]
         }),
-    );
+    )
+    .map_err(csv_err("cluster_pairs.csv"))?;
     let json = serde_json::to_vec_pretty(rep).map_err(|source| ExportError::Json {
         path: out_dir.join("cluster_analysis.json"),
         source,
@@ -648,6 +720,24 @@ pub fn render_table(rep: &ClusterReport) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn csv_fields_with_commas_and_quotes_stay_one_field() {
+        let bytes = super::csv_bytes(
+            &["Op", "Group"],
+            [vec![
+                "all_reduce".to_string(),
+                "tp,dp \"outer\"".to_string(),
+            ]]
+            .into_iter(),
+        )
+        .unwrap();
+        let mut r = csv::Reader::from_reader(&bytes[..]);
+        let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(&rows[0][1], "tp,dp \"outer\"");
+        assert!(bytes.starts_with(b"Op,Group\nall_reduce,"), "{bytes:?}");
+    }
+
     use super::*;
 
     #[test]

@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 
 /// Ids below this are stored in the vector.
-pub const DENSE_LIMIT: u32 = 1 << 16;
+pub(crate) const DENSE_LIMIT: u32 = 1 << 16;
 
 /// An id -> `T` map; iteration is in id order.
 #[derive(Debug, Clone)]
-pub struct DenseMap<T> {
+pub(crate) struct DenseMap<T> {
     dense: Vec<Option<T>>,
     sparse: BTreeMap<u32, T>,
 }
@@ -28,7 +28,7 @@ impl<T> Default for DenseMap<T> {
 impl<T> DenseMap<T> {
     /// The value of `id`, inserted with `make` when absent.
     #[inline]
-    pub fn get_or_insert_with(&mut self, id: u32, make: impl FnOnce() -> T) -> &mut T {
+    pub(crate) fn get_or_insert_with(&mut self, id: u32, make: impl FnOnce() -> T) -> &mut T {
         if id < DENSE_LIMIT {
             let i = id as usize;
             if i >= self.dense.len() {
@@ -41,8 +41,9 @@ impl<T> DenseMap<T> {
     }
 
     /// The value of `id`, if present.
+    #[cfg(test)]
     #[inline]
-    pub fn get(&self, id: u32) -> Option<&T> {
+    pub(crate) fn get(&self, id: u32) -> Option<&T> {
         if id < DENSE_LIMIT {
             self.dense.get(id as usize)?.as_ref()
         } else {
@@ -51,8 +52,9 @@ impl<T> DenseMap<T> {
     }
 
     /// Removes and returns the value of `id`.
+    #[cfg(test)]
     #[inline]
-    pub fn take(&mut self, id: u32) -> Option<T> {
+    pub(crate) fn take(&mut self, id: u32) -> Option<T> {
         if id < DENSE_LIMIT {
             self.dense.get_mut(id as usize)?.take()
         } else {
@@ -60,22 +62,8 @@ impl<T> DenseMap<T> {
         }
     }
 
-    /// Sets the value of `id`.
-    #[inline]
-    pub fn insert(&mut self, id: u32, v: T) {
-        if id < DENSE_LIMIT {
-            let i = id as usize;
-            if i >= self.dense.len() {
-                self.dense.resize_with(i + 1, || None);
-            }
-            self.dense[i] = Some(v);
-        } else {
-            self.sparse.insert(id, v);
-        }
-    }
-
     /// Every `(id, value)` in id order.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut T)> {
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut T)> {
         let dense = self
             .dense
             .iter_mut()
@@ -85,7 +73,8 @@ impl<T> DenseMap<T> {
     }
 
     /// Removes every entry, yielding them in id order.
-    pub fn drain(&mut self) -> impl Iterator<Item = (u32, T)> + '_ {
+    #[cfg(test)]
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = (u32, T)> + '_ {
         let dense = self
             .dense
             .drain(..)
@@ -121,7 +110,7 @@ mod tests {
 /// scheme); the exporters' aggregate maps are keyed by interned ids, never by input an
 /// attacker could choose to collide.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct FxHasher {
+pub(crate) struct FxHasher {
     hash: u64,
 }
 
@@ -167,4 +156,5 @@ impl std::hash::Hasher for FxHasher {
 }
 
 /// A hash map with [`FxHasher`].
-pub type FastMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+pub(crate) type FastMap<K, V> =
+    std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;

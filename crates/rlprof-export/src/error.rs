@@ -28,6 +28,9 @@ pub enum ExportError {
     /// A path that does not exist.
     #[error("{0}: no such file or directory")]
     Missing(PathBuf),
+    /// A collection another process holds: still being written, or recovered right now.
+    #[error("{0}: still being written (or recovered by another process); skipped")]
+    Busy(PathBuf),
     /// Writing JSON failed.
     #[error("{path}: {source}")]
     Json {
@@ -45,6 +48,15 @@ pub enum ExportError {
         /// The cause.
         #[source]
         source: csv::Error,
+    },
+    /// Writing an Ascend profiler DB failed.
+    #[error("{path}: {source}")]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: rusqlite::Error,
     },
 }
 

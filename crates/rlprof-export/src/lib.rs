@@ -6,34 +6,40 @@
 //! the exporters write their outputs incrementally:
 //! - [`npu`]: the Ascend profiler directory (`profiler_info_{rank}.json`,
 //!   `profiler_metadata.json`, `ASCEND_PROFILER_OUTPUT/*`) that msprof-analyze and MindStudio
-//!   Insight read;
+//!   Insight read, in the text layout or the DB layout ([`ascend_db`], the default);
 //! - [`torch`]: a PyTorch-profiler Chrome trace (`*.pt.trace.json.gz`) for Perfetto,
 //!   chrome://tracing and HolisticTraceAnalysis;
 //! - [`memory`]: PyTorch memory snapshot pickles for `torch.cuda._memory_viz`.
 //!
 //! [`analyse`] drives them: one collection ([`analyse_collection`], idempotent through a marker
-//! file) or every unparsed collection below a path ([`analyse_tree`], parallel, resumable).
+//! file) or every unparsed collection below a path ([`analyse_tree`], parallel, resumable),
+//! safe against concurrent runs ([`lock`], [`staging`], [`marker`]) and finishing interrupted
+//! collections ([`recover`]).
 //! Memory stays bounded whatever the collection size: only interned strings, step/collective
 //! intervals, per-name aggregates and live allocations are held.
 
 pub mod analyse;
+pub mod ascend_db;
 pub mod attrib;
-pub mod chrome;
+mod chrome;
 pub mod cluster;
 pub mod decode;
-pub mod dense;
-pub mod error;
+mod dense;
+mod error;
+pub mod lock;
+pub mod marker;
 pub mod memory;
-pub mod meta;
 pub mod npu;
-pub mod pickle;
-pub mod pipe;
-pub mod rows;
-pub mod source;
-pub mod text;
+mod pickle;
+mod pipe;
+pub mod recover;
+mod rows;
+mod source;
+pub mod staging;
+mod text;
 pub mod torch;
 
-pub use analyse::{analyse_collection, analyse_tree, Outcome, Report, TreeEvent, TreeReport};
+pub use analyse::{Outcome, Report, TreeEvent, TreeReport, analyse_collection, analyse_tree};
 pub use error::ExportError;
 
 /// The collection's truncation marker as JSON (`null` when no cap stopped it), written into the

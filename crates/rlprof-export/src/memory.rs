@@ -113,8 +113,12 @@ impl SnapshotBuilder {
     /// A builder with the collection's torch_memory options.
     pub fn new(idx: &Index) -> SnapshotBuilder {
         SnapshotBuilder {
-            max_entries: idx.meta.trace_alloc_max_entries.min(usize::MAX as u64) as usize,
-            stack_depth: idx.meta.stack_depth as usize,
+            max_entries: idx
+                .meta
+                .torch_memory
+                .trace_alloc_max_entries
+                .min(usize::MAX as u64) as usize,
+            stack_depth: idx.meta.torch_memory.stack_depth as usize,
             step: None,
             entries: VecDeque::new(),
             dropped: 0,

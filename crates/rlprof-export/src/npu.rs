@@ -10,6 +10,7 @@
 //! thread (`TraceFeed`), fed batches of the attributed events, while this thread decodes,
 //! attributes and writes the CSV files; the two outputs depend on nothing of each other.
 
+use crate::ExportError;
 use crate::analyse::{tmp_name, write_atomic};
 use crate::attrib::{Attributor, Out, RangeInfo};
 use crate::chrome::{ChromeWriter, Flavor, Tracks};
@@ -17,14 +18,15 @@ use crate::decode::{CommEv, Event, Index, KernelEv, MemEv};
 use crate::dense::{DenseMap, FastMap};
 use crate::memory::MemTracker;
 use crate::rows::CsvOut;
-use crate::ExportError;
+use rlprof_profiler::plan::{Content, Level};
+use rlprof_profiler::raw::CollectionMeta;
 use rlprof_profiler::record::RangeCat;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 
 /// Output directory name.
 pub const OUTPUT_DIR: &str = "ASCEND_PROFILER_OUTPUT";
@@ -126,6 +128,21 @@ pub const API_STATISTIC: [&str; 8] = [
     "Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)", "Variance",
 ];
 
+/// The npu level as a number: -1 = level_none, 0..=2.
+pub fn level_rank(level: Level) -> i32 {
+    match level {
+        Level::LevelNone => -1,
+        Level::Level0 => 0,
+        Level::Level1 => 1,
+        Level::Level2 => 2,
+    }
+}
+
+/// Whether the collection holds the content named `name` (see [`CollectionMeta::has`]).
+fn has_content(m: &CollectionMeta, name: &str) -> bool {
+    Content::parse(name).is_some_and(|c| m.has(c))
+}
+
 /// The files of `ASCEND_PROFILER_OUTPUT/` for a level (-1 = level_none) and contents.
 pub fn files_for(level: i32, has: impl Fn(&str) -> bool) -> Vec<&'static str> {
     let mut v = vec!["trace_view.json"];
@@ -224,13 +241,36 @@ struct OpAgg {
     dev_total: u64,
 }
 
+/// Per-step sums behind `step_trace_time.csv` (and the DB layout's `StepTraceTime`).
 #[derive(Default, Clone, Copy)]
-struct StepAgg {
-    computing: u64,
-    comm: u64,
-    overlapped: u64,
-    recv: u64,
-    first_kernel: Option<u64>,
+pub(crate) struct StepAgg {
+    pub(crate) computing: u64,
+    pub(crate) comm: u64,
+    pub(crate) overlapped: u64,
+    pub(crate) recv: u64,
+    pub(crate) first_kernel: Option<u64>,
+}
+
+/// One step's `step_trace_time` figures in ns: Computing, Communication(Not Overlapped),
+/// Overlapped, Communication, Free, Stage, Bubble, Communication(Not Overlapped and Exclude
+/// Receive), and Preparing (none without a kernel).
+pub(crate) fn step_trace_row(s: &crate::decode::StepSpan, a: &StepAgg) -> ([u64; 8], Option<u64>) {
+    let dur = s.end - s.start;
+    let comm_no = a.comm.saturating_sub(a.overlapped);
+    let free = dur.saturating_sub(a.computing + comm_no);
+    (
+        [
+            a.computing,
+            comm_no,
+            a.overlapped,
+            a.comm,
+            free,
+            dur.saturating_sub(a.recv),
+            a.recv,
+            comm_no.saturating_sub(a.recv),
+        ],
+        a.first_kernel.map(|f| f.saturating_sub(s.start)),
+    )
 }
 
 /// One collective instance for communication*.json.
@@ -388,16 +428,27 @@ fn csv_writer(path: &Path, header: &[&str]) -> Result<csv::Writer<BufWriter<File
     Ok(w)
 }
 
-/// Writes the Ascend outputs of one rank into the collection directory `dir`.
+/// Writes the Ascend outputs of one rank into the collection directory `dir`, in the layout
+/// the collection asked for (`tool_config.npu.export_type`, see [`crate::ascend_db::Layout`]).
 pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
-    let rank = idx.meta.rank;
-    let mut outputs = Vec::new();
-    let info = dir.join(format!("profiler_info_{rank}.json"));
-    write_json(&info, &profiler_info(idx))?;
-    outputs.push(info);
-    let md = dir.join("profiler_metadata.json");
-    write_json(&md, &profiler_metadata(idx))?;
-    outputs.push(md);
+    export_as(dir, idx, crate::ascend_db::Layout::of(&idx.meta))
+}
+
+/// Writes the Ascend outputs of one rank in `layout`.
+pub fn export_as(
+    dir: &Path,
+    idx: &Index,
+    layout: crate::ascend_db::Layout,
+) -> Result<Vec<PathBuf>, ExportError> {
+    match layout {
+        crate::ascend_db::Layout::Db => crate::ascend_db::export(dir, idx),
+        crate::ascend_db::Layout::Text => export_text(dir, idx),
+    }
+}
+
+/// Writes the text layout (`trace_view.json`, CSVs, JSON) of one rank.
+pub fn export_text(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
+    let mut outputs = write_info_files(dir, idx, crate::ascend_db::Layout::Text)?;
 
     let final_dir = dir.join(OUTPUT_DIR);
     let tmp = tmp_name(&final_dir);
@@ -405,7 +456,7 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
         std::fs::remove_dir_all(&tmp).map_err(ExportError::io(&tmp))?;
     }
     std::fs::create_dir(&tmp).map_err(ExportError::io(&tmp))?;
-    let files = files_for(idx.meta.level_rank(), |c| idx.meta.has(c));
+    let files = files_for(level_rank(idx.meta.level), |c| has_content(&idx.meta, c));
     let trace_path = tmp.join("trace_view.json");
     let trace = trace_writer(idx, &trace_path)?;
     std::thread::scope(|scope| {
@@ -433,6 +484,23 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
     Ok(outputs)
 }
 
+/// `profiler_info_{rank}.json` and `profiler_metadata.json` (both layouts have them).
+pub(crate) fn write_info_files(
+    dir: &Path,
+    idx: &Index,
+    layout: crate::ascend_db::Layout,
+) -> Result<Vec<PathBuf>, ExportError> {
+    let info = dir.join(format!("profiler_info_{}.json", idx.meta.rank));
+    let mut v = profiler_info(idx);
+    let db = layout == crate::ascend_db::Layout::Db;
+    v["config"]["experimental_config"]["export_type"] = json!([layout.as_str()]);
+    v["config"]["experimental_config"]["_data_simplification"] = json!(db);
+    write_json(&info, &v)?;
+    let md = dir.join("profiler_metadata.json");
+    write_json(&md, &profiler_metadata(idx))?;
+    Ok(vec![info, md])
+}
+
 fn write_json(path: &Path, v: &Value) -> Result<(), ExportError> {
     let text = serde_json::to_vec_pretty(v).map_err(|source| ExportError::Json {
         path: path.to_path_buf(),
@@ -454,10 +522,10 @@ fn profiler_level_name(level: &str) -> &'static str {
 pub fn profiler_info(idx: &Index) -> Value {
     let m = &idx.meta;
     let mut activities = Vec::new();
-    if m.has("cpu") {
+    if m.has(Content::Cpu) {
         activities.push("ProfilerActivity.CPU");
     }
-    if m.has("npu") {
+    if m.has(Content::Npu) {
         activities.push("ProfilerActivity.NPU");
     }
     let end_wall = idx.steps.last().map_or(m.start_wall_ns, |s| s.end);
@@ -466,14 +534,14 @@ pub fn profiler_info(idx: &Index) -> Value {
             "common_config": {
                 "activities": activities,
                 "schedule": {"wait": 0, "warmup": 0, "active": 1, "repeat": 1, "skip_first": 0},
-                "record_shapes": m.has("shapes"),
-                "profile_memory": m.has("memory"),
-                "with_stack": m.has("stack"),
-                "with_flops": m.level_rank() >= 1,
-                "with_modules": m.has("module"),
+                "record_shapes": m.has(Content::Shapes),
+                "profile_memory": m.has(Content::Memory),
+                "with_stack": m.has(Content::Stack),
+                "with_flops": m.level >= Level::Level1,
+                "with_modules": m.has(Content::Module),
             },
             "experimental_config": {
-                "_profiler_level": profiler_level_name(&m.level),
+                "_profiler_level": profiler_level_name(m.level.as_str()),
                 "_aic_metrics": "",
                 "_l2_cache": false,
                 "_data_simplification": false,
@@ -542,8 +610,8 @@ impl<'a> Exporter<'a> {
         files: &[&str],
         trace: TraceFeed,
     ) -> Result<Self, ExportError> {
-        let level = idx.meta.level_rank();
-        let shapes = idx.meta.has("shapes");
+        let level = level_rank(idx.meta.level);
+        let shapes = idx.meta.has(Content::Shapes);
         let steps_marked = !idx.steps.is_empty();
         let has = |f: &str| files.contains(&f);
         let kernels = if has("kernel_details.csv") {
@@ -878,24 +946,11 @@ impl<'a> Exporter<'a> {
         let mut rows = Vec::new();
         for s in &self.idx.steps {
             let a = self.steps.get(&s.step).copied().unwrap_or_default();
-            let dur = s.end - s.start;
-            let comm_no = a.comm.saturating_sub(a.overlapped);
-            let free = dur.saturating_sub(a.computing + comm_no);
-            rows.push(vec![
-                "0".into(),
-                s.step.to_string(),
-                us(a.computing),
-                us(comm_no),
-                us(a.overlapped),
-                us(a.comm),
-                us(free),
-                us(dur.saturating_sub(a.recv)),
-                us(a.recv),
-                us(comm_no.saturating_sub(a.recv)),
-                a.first_kernel
-                    .map(|f| us(f.saturating_sub(s.start)))
-                    .unwrap_or_default(),
-            ]);
+            let (v, preparing) = step_trace_row(s, &a);
+            let mut row = vec!["0".to_string(), s.step.to_string()];
+            row.extend(v.iter().map(|&ns| us(ns)));
+            row.push(preparing.map(us).unwrap_or_default());
+            rows.push(row);
         }
         Self::write_rows(dir, "step_trace_time.csv", &STEP_TRACE, rows)
     }
@@ -904,7 +959,7 @@ impl<'a> Exporter<'a> {
         let idx = self.idx;
         let mut keys: Vec<_> = self.ops.iter().collect();
         keys.sort_by(|a, b| b.1.host_total.cmp(&a.1.host_total).then(a.0.cmp(b.0)));
-        let dev = self.level >= 0 && idx.meta.has("npu");
+        let dev = self.level >= 0 && idx.meta.has(Content::Npu);
         let rows = keys
             .into_iter()
             .map(|((name, shapes, stack), a)| {
@@ -1039,7 +1094,7 @@ impl<'a> Exporter<'a> {
 }
 
 /// Length of `[start, end)` covered by the sorted, possibly overlapping `spans`.
-fn overlap(spans: &[(u64, u64)], start: u64, end: u64) -> u64 {
+pub(crate) fn overlap(spans: &[(u64, u64)], start: u64, end: u64) -> u64 {
     let mut i = spans.partition_point(|s| s.1 <= start);
     // Spans sorted by start; a span starting earlier but ending later may precede i.
     i = i.saturating_sub(16).min(i);

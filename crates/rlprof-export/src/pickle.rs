@@ -45,7 +45,7 @@ impl Value {
 const BATCH: usize = 1000;
 
 /// Writes `v` as a complete pickle (PROTO 2 ... STOP).
-pub fn write(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
+pub(crate) fn write(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
     out.write_all(&[0x80, 2])?;
     value(out, v)?;
     out.write_all(b".")

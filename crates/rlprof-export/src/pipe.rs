@@ -3,21 +3,21 @@
 //! same per byte, and the trace writer already produces 1 MiB pieces.
 
 use std::io::{self, Write};
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 /// Pieces in flight between the threads (bounds the memory to a few MiB).
 const DEPTH: usize = 4;
 
 /// The sending end; [`Pipe::finish`] returns the inner writer once everything is written.
-pub struct Pipe<W: Write + Send + 'static> {
+pub(crate) struct Pipe<W: Write + Send + 'static> {
     tx: Option<SyncSender<Vec<u8>>>,
     worker: Option<JoinHandle<io::Result<W>>>,
 }
 
 impl<W: Write + Send + 'static> Pipe<W> {
     /// Starts the thread that writes into `inner`.
-    pub fn new(mut inner: W) -> io::Result<Pipe<W>> {
+    pub(crate) fn new(mut inner: W) -> io::Result<Pipe<W>> {
         let (tx, rx) = sync_channel::<Vec<u8>>(DEPTH);
         let worker = std::thread::Builder::new()
             .name("rlprof-gzip".into())
@@ -34,7 +34,7 @@ impl<W: Write + Send + 'static> Pipe<W> {
     }
 
     /// Waits for the thread and returns the inner writer, or the first error it hit.
-    pub fn finish(mut self) -> io::Result<W> {
+    pub(crate) fn finish(mut self) -> io::Result<W> {
         self.tx.take();
         self.join()
     }

@@ -3,8 +3,8 @@
 //! Text fields are escaped with [`text::csv_field`] (the `csv` crate's rule), so the bytes are
 //! those the `csv` crate writes for the same fields.
 
-use crate::text;
 use crate::ExportError;
+use crate::text;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 const FLUSH_AT: usize = 1 << 20;
 
 /// One CSV output file.
-pub struct CsvOut {
+pub(crate) struct CsvOut {
     w: File,
     buf: Vec<u8>,
     path: PathBuf,
@@ -23,7 +23,7 @@ pub struct CsvOut {
 
 impl CsvOut {
     /// Creates the file and writes the header row.
-    pub fn create(path: &Path, header: &[&str]) -> Result<CsvOut, ExportError> {
+    pub(crate) fn create(path: &Path, header: &[&str]) -> Result<CsvOut, ExportError> {
         let f = File::create(path).map_err(ExportError::io(path))?;
         let mut c = CsvOut {
             w: f,
@@ -49,47 +49,47 @@ impl CsvOut {
 
     /// A text field (escaped).
     #[inline]
-    pub fn str(&mut self, s: &str) {
+    pub(crate) fn str(&mut self, s: &str) {
         self.sep();
         text::csv_field(&mut self.buf, s);
     }
 
     /// A field already in CSV form (numbers, cached escaped names).
     #[inline]
-    pub fn raw(&mut self, b: &[u8]) {
+    pub(crate) fn raw(&mut self, b: &[u8]) {
         self.sep();
         self.buf.extend_from_slice(b);
     }
 
     /// An empty field.
     #[inline]
-    pub fn empty(&mut self) {
+    pub(crate) fn empty(&mut self) {
         self.sep();
     }
 
     /// Microseconds with 3 decimals.
     #[inline]
-    pub fn us(&mut self, ns: u64) {
+    pub(crate) fn us(&mut self, ns: u64) {
         self.sep();
         self.ts.us3(&mut self.buf, ns);
     }
 
     /// An integer.
     #[inline]
-    pub fn uint(&mut self, v: u64) {
+    pub(crate) fn uint(&mut self, v: u64) {
         self.sep();
         text::uint(&mut self.buf, v);
     }
 
     /// `format!("{:.D$}", x)`.
     #[inline]
-    pub fn fixed(&mut self, x: f64, decimals: u32) {
+    pub(crate) fn fixed(&mut self, x: f64, decimals: u32) {
         self.sep();
         text::fixed(&mut self.buf, x, decimals);
     }
 
     /// Ends the row.
-    pub fn end_row(&mut self) -> Result<(), ExportError> {
+    pub(crate) fn end_row(&mut self) -> Result<(), ExportError> {
         self.buf.push(b'\n');
         self.in_row = false;
         if self.buf.len() >= FLUSH_AT {
@@ -102,7 +102,7 @@ impl CsvOut {
     }
 
     /// Writes what is buffered and closes the file.
-    pub fn finish(mut self) -> Result<(), ExportError> {
+    pub(crate) fn finish(mut self) -> Result<(), ExportError> {
         self.w
             .write_all(&self.buf)
             .map_err(ExportError::io(&self.path))?;

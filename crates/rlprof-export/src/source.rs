@@ -23,7 +23,7 @@ const RELEASE_STEP: usize = 32 << 20;
 
 /// A raw file's bytes.
 #[derive(Debug)]
-pub struct RawBytes {
+pub(crate) struct RawBytes {
     map: Option<Mmap>,
     owned: Vec<u8>,
     released: Cell<usize>,
@@ -31,7 +31,7 @@ pub struct RawBytes {
 
 impl RawBytes {
     /// Maps (or, when small, reads) the file at `path`.
-    pub fn open(path: &Path) -> Result<RawBytes, ExportError> {
+    pub(crate) fn open(path: &Path) -> Result<RawBytes, ExportError> {
         let io = ExportError::io(path);
         let file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(ExportError::io(path))?.len();
@@ -57,14 +57,14 @@ impl RawBytes {
 
     /// The whole file.
     #[inline]
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&self.owned)
     }
 
     /// Drops this process's resident pages of the bytes before `offset` once a step's worth
     /// has been read past (their content is unchanged if touched again: it is re-read from
     /// the file).
-    pub fn release_before(&self, offset: u64) {
+    pub(crate) fn release_before(&self, offset: u64) {
         let Some(map) = &self.map else {
             return;
         };

@@ -16,14 +16,14 @@ use std::io::Write as _;
 /// cost of the npu export (perf). Copying all `N` bytes (a few vector moves) and cutting the
 /// vector back to the real length does the same with no call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Short<const N: usize> {
+pub(crate) struct Short<const N: usize> {
     b: [u8; N],
     n: usize,
 }
 
 impl<const N: usize> Short<N> {
     /// The text of `bytes`, or None when it is longer than `N`.
-    pub fn new(bytes: &[u8]) -> Option<Self> {
+    pub(crate) fn new(bytes: &[u8]) -> Option<Self> {
         let mut b = [0u8; N];
         b.get_mut(..bytes.len())?.copy_from_slice(bytes);
         Some(Short { b, n: bytes.len() })
@@ -31,7 +31,7 @@ impl<const N: usize> Short<N> {
 
     /// `v` in decimal (needs `N >= 20`).
     #[inline]
-    pub fn uint(v: u64) -> Self {
+    pub(crate) fn uint(v: u64) -> Self {
         const { assert!(N >= 20) };
         let mut b = [0u8; N];
         let n = if v < 100_000_000 {
@@ -49,14 +49,15 @@ impl<const N: usize> Short<N> {
 
     /// Appends the text.
     #[inline(always)]
-    pub fn put(&self, out: &mut Vec<u8>) {
+    pub(crate) fn put(&self, out: &mut Vec<u8>) {
         let len = out.len();
         out.extend_from_slice(&self.b);
         out.truncate(len + self.n);
     }
 
     /// The text.
-    pub fn as_bytes(&self) -> &[u8] {
+    #[cfg(test)]
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.b[..self.n]
     }
 }
@@ -89,13 +90,13 @@ fn small_digits(v: u32) -> ([u8; 8], usize) {
 
 /// Appends `v` in decimal.
 #[inline]
-pub fn uint(out: &mut Vec<u8>, v: u64) {
+pub(crate) fn uint(out: &mut Vec<u8>, v: u64) {
     Short::<24>::uint(v).put(out);
 }
 
 /// Appends `v` in decimal.
 #[inline]
-pub fn int(out: &mut Vec<u8>, v: i64) {
+pub(crate) fn int(out: &mut Vec<u8>, v: i64) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
@@ -108,7 +109,7 @@ const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 
 /// Appends `ns` as microseconds with 3 decimals (`format!("{}.{:03}", ns / 1000, ns % 1000)`).
 #[inline]
-pub fn us3(out: &mut Vec<u8>, ns: u64) {
+pub(crate) fn us3(out: &mut Vec<u8>, ns: u64) {
     uint(out, ns / 1000);
     let [a, b, c] = digits3((ns % 1000) as u32);
     out.extend_from_slice(&[b'.', a, b, c]);
@@ -125,7 +126,7 @@ fn digits3(v: u32) -> [u8; 3] {
 /// the microsecond part are formatted once and reused while they stay the same (absolute
 /// timestamps of one collection differ only in their low digits).
 #[derive(Debug)]
-pub struct UsCache {
+pub(crate) struct UsCache {
     /// `ns / 10^9` whose text is `text` (`u64::MAX`: none yet).
     high: u64,
     text: Short<24>,
@@ -143,7 +144,7 @@ impl Default for UsCache {
 impl UsCache {
     /// Appends `ns` exactly as [`us3`] does.
     #[inline]
-    pub fn us3(&mut self, out: &mut Vec<u8>, ns: u64) {
+    pub(crate) fn us3(&mut self, out: &mut Vec<u8>, ns: u64) {
         // The microsecond text is `ns / 10^9` followed by the 6 digits of the microseconds
         // within that second (zero-padded), then `.` and the last 3 digits.
         let high = ns / 1_000_000_000;
@@ -169,7 +170,7 @@ impl UsCache {
 /// is farther from a rounding tie than the multiplication's error bound, so it always equals
 /// the correctly rounded decimal `format!` produces.
 #[inline]
-pub fn fixed(out: &mut Vec<u8>, x: f64, decimals: u32) {
+pub(crate) fn fixed(out: &mut Vec<u8>, x: f64, decimals: u32) {
     let (scale, p) = match decimals {
         3 => (1e3, 1000),
         6 => (1e6, 1_000_000),
@@ -204,7 +205,7 @@ fn slow_fixed(out: &mut Vec<u8>, x: f64, decimals: u32) {
 }
 
 /// Appends `s` as a JSON string literal (with quotes).
-pub fn json_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn json_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let b = s.as_bytes();
     let mut start = 0;
@@ -233,7 +234,7 @@ pub fn json_str(out: &mut Vec<u8>, s: &str) {
 
 /// Appends `s` as one CSV field the way the `csv` crate writes it by default: quoted (with
 /// quotes doubled) only when it holds `,`, `"`, `\r` or `\n`.
-pub fn csv_field(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn csv_field(out: &mut Vec<u8>, s: &str) {
     let b = s.as_bytes();
     if !b.iter().any(|&c| matches!(c, b',' | b'"' | b'\r' | b'\n')) {
         out.extend_from_slice(b);

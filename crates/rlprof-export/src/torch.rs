@@ -5,29 +5,57 @@
 //! expects (it loads every `*.json`/`*.gz` of a directory, not recursively). The file name is
 //! `{host}_{pid}_rank{rank}.{time_ns}.pt.trace.json.gz`: PyTorch's worker name `{host}_{pid}`
 //! with the rank appended (profiling.md section 5: every file name carries the rank), and the
-//! collection's start time, so a re-run after an interruption rewrites the same file.
+//! collection's start time, so a re-run after an interruption rewrites the same file. The host
+//! comes from the raw metadata, so it is sanitised ([`safe_host`]): the name never holds a path
+//! separator and the file always lands beside the collection.
 //!
 //! Memory snapshots go into the collection directory, one per profiled step:
 //! `snapshot_step{S}_rank{R}.pickle`.
 
-use crate::analyse::tmp_name;
+use crate::ExportError;
 use crate::attrib::{Attributor, Out};
-use crate::chrome::{json_str, ChromeWriter, Flavor, Tracks};
+use crate::chrome::{ChromeWriter, Flavor, Tracks, json_str};
 use crate::decode::{Event, Index};
 use crate::memory::{MemTracker, SnapshotBuilder};
 use crate::pipe::Pipe;
-use crate::ExportError;
+use crate::staging::{remove_leftovers_of, staging_name};
 use flate2::write::GzEncoder;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+/// Longest host part of an output file name (Linux host names have at most 64 bytes).
+pub const MAX_HOST_LEN: usize = 64;
+
+/// A host name fit for a file name: `[A-Za-z0-9._-]` only (anything else becomes `_`), no
+/// leading dot (so never `.` or `..`), at most [`MAX_HOST_LEN`] bytes, never empty.
+pub fn safe_host(host: &str) -> String {
+    let mut s: String = host
+        .chars()
+        .map(|c| match c {
+            'A'..='Z' | 'a'..='z' | '0'..='9' | '.' | '_' | '-' => c,
+            _ => '_',
+        })
+        .take(MAX_HOST_LEN)
+        .collect();
+    if s.starts_with('.') {
+        s.replace_range(..1, "_");
+    }
+    if s.is_empty() {
+        s.push_str("unknown");
+    }
+    s
+}
 
 /// The trace file name of a collection.
 pub fn trace_file_name(idx: &Index) -> String {
     let m = &idx.meta;
     format!(
         "{}_{}_rank{}.{}.pt.trace.json.gz",
-        m.host, m.pid, m.rank, m.start_wall_ns
+        safe_host(&m.host),
+        m.pid,
+        m.rank,
+        m.start_wall_ns
     )
 }
 
@@ -40,8 +68,10 @@ fn prefix(idx: &Index, base_ns: u64) -> String {
     // `"rank": N` with a space: HolisticTraceAnalysis reads the rank with `"rank":\s+(\d+)`.
     // A collection stopped by a cap says so in the file itself (null when complete).
     let truncated = crate::truncation_json(idx);
+    // A collection whose data stops early (killed or stopped run) says so too.
+    let partial = crate::analyse::incomplete(idx).is_some();
     format!(
-        "{{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"distributedInfo\": {{\"backend\": \"{backend}\", \"rank\": {}, \"world_size\": {}}},\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": {base_ns},\n  \"traceName\": {name},\n  \"rlprof_truncated\": {truncated},\n  \"traceEvents\": [\n",
+        "{{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"distributedInfo\": {{\"backend\": \"{backend}\", \"rank\": {}, \"world_size\": {}}},\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": {base_ns},\n  \"traceName\": {name},\n  \"rlprof_truncated\": {truncated},\n  \"rlprof_partial\": {partial},\n  \"traceEvents\": [\n",
         m.rank, m.world_size
     )
 }
@@ -50,7 +80,8 @@ fn prefix(idx: &Index, base_ns: u64) -> String {
 pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
     let parent = dir.parent().unwrap_or(dir);
     let path = parent.join(trace_file_name(idx));
-    let tmp = tmp_name(&path);
+    remove_leftovers_of(&path);
+    let tmp = staging_name(&path);
     let io = |p: &Path| {
         let p = p.to_path_buf();
         move |source| ExportError::Io { path: p, source }

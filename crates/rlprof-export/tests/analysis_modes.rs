@@ -3,8 +3,8 @@
 
 mod support;
 
-use rlprof_export::analyse::{is_parsed, MARKER, WARNINGS};
-use rlprof_export::{analyse_collection, analyse_tree, ExportError, Outcome};
+use rlprof_export::analyse::{MARKER, WARNINGS, is_parsed};
+use rlprof_export::{ExportError, Outcome, analyse_collection, analyse_tree};
 use rlprof_profiler::plan::{Content, Level};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use support::*;
@@ -85,10 +85,11 @@ fn truncated_raw_parses_the_valid_part_and_warns_with_offset() {
     assert!(w.contains(&c.raw_file.display().to_string()), "{w}");
     assert!(w.contains("byte offset"), "{w}");
     assert!(!r.warnings.is_empty());
-    assert!(c
-        .dir
-        .join("ASCEND_PROFILER_OUTPUT/kernel_details.csv")
-        .is_file());
+    assert!(
+        c.dir
+            .join("ASCEND_PROFILER_OUTPUT/kernel_details.csv")
+            .is_file()
+    );
 }
 
 #[test]
@@ -169,14 +170,14 @@ fn read_only_output_directory_fails_cleanly() {
     if std::fs::write(&probe, b"x").is_ok() {
         let _ = std::fs::remove_file(&probe);
         std::fs::set_permissions(c, std::fs::Permissions::from_mode(0o755)).unwrap();
-        // Root ignores permissions: make the first output unwritable another way (its
-        // temporary name is a directory), which takes the same error path.
+        // Root ignores permissions: make the first output unwritable another way (a
+        // directory holds its name, so the rename into place fails), the same error path.
         eprintln!("running as root: simulating an unwritable output instead of chmod");
         // The collection's rank (done[0] is whichever rank finished first).
         let raw = rlprof_export::analyse::raw_files(c);
         let name = raw[0].file_name().unwrap().to_string_lossy().into_owned();
         let rank = name.trim_start_matches("rank_").trim_end_matches(".rlraw");
-        std::fs::create_dir(c.join(format!("profiler_info_{rank}.json.tmp"))).unwrap();
+        std::fs::create_dir_all(c.join(format!("profiler_info_{rank}.json/x"))).unwrap();
     }
     let r = analyse_tree(c, 1, &|_| {}).unwrap();
     assert_eq!(r.failed(), 1);

@@ -88,7 +88,7 @@ fn entry_cap_keeps_the_most_recent_entries() {
     // Rewrite the cap into the raw Meta is not possible; exercise the builder directly.
     let idx = rlprof_export::decode::Index::build(&done[0].raw_file).unwrap();
     let mut meta_capped = idx;
-    meta_capped.meta.trace_alloc_max_entries = 5;
+    meta_capped.meta.torch_memory.trace_alloc_max_entries = 5;
     let mut b = rlprof_export::memory::SnapshotBuilder::new(&meta_capped);
     let mut t = rlprof_export::memory::MemTracker::default();
     let mut n = 0;

@@ -117,12 +117,7 @@ fn matrix_of_files_per_level_and_content() {
         assert!(done[0].dir.join("profiler_metadata.json").is_file());
         // The pure function agrees with what was written.
         let names: Vec<&str> = contents.iter().map(|c| c.as_str()).collect();
-        let lr = rlprof_export::meta::level_rank(match level {
-            Level::LevelNone => "level_none",
-            Level::Level0 => "level0",
-            Level::Level1 => "level1",
-            Level::Level2 => "level2",
-        });
+        let lr = rlprof_export::npu::level_rank(level);
         assert_eq!(
             sorted(&files_for(lr, |c| names.contains(&c)
                 || (c == "npu" && names.contains(&"cuda")))),

@@ -4,7 +4,7 @@
 //! `cargo bench -p rlprof-profiler --bench scope_cost` prints a Markdown table for BENCHMARKS.md.
 
 use rlprof_profiler::plan::*;
-use rlprof_profiler::{name, op, Profiler};
+use rlprof_profiler::{Profiler, name, op};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Instant;
@@ -20,6 +20,7 @@ fn plan(save: &std::path::Path) -> ProfilePlan {
         ranks: vec![0],
         tool: Tool::Npu,
         level: Level::Level0,
+        export_type: Default::default(),
         contents: [Content::Npu, Content::Cpu].into_iter().collect(),
         analysis: false,
         discrete: false,
@@ -48,6 +49,7 @@ fn plan(save: &std::path::Path) -> ProfilePlan {
         nsys: NsysOptions::default(),
         torch_memory: TorchMemoryOptions::default(),
         warnings: vec![],
+        verl: Default::default(),
     }
 }
 
@@ -193,7 +195,9 @@ fn main() {
         .collect();
     let base = med["baseline (empty loop)"];
     let on = med["rlprof, collecting"] - base;
-    println!("| case | median ns/scope (enter+exit, loop overhead subtracted) | ratio to rlprof collecting |");
+    println!(
+        "| case | median ns/scope (enter+exit, loop overhead subtracted) | ratio to rlprof collecting |"
+    );
     println!("|---|---|---|");
     for (k, v) in &med {
         if *k == "baseline (empty loop)" {

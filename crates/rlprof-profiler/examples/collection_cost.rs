@@ -5,7 +5,7 @@
 //! `cargo run --release -p rlprof-profiler --example collection_cost -- [collections]`
 //! prints the median and the 90th percentile in microseconds.
 
-use rlprof_profiler::{name, op, NameId, Profiler};
+use rlprof_profiler::{NameId, Profiler, name, op};
 use std::time::Instant;
 
 fn percentile(v: &mut [f64], q: f64) -> f64 {

@@ -18,6 +18,16 @@
 //! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static HOST_TRACKING: AtomicBool = AtomicBool::new(true);
+
+/// Turns the recording of host allocations on or off for the whole process (on by default).
+/// A job whose tensors live on a GPU turns it off: its memory events are then the device
+/// allocations its backend reports, not host buffers under the same device index.
+pub fn set_host_tracking(on: bool) {
+    HOST_TRACKING.store(on, Ordering::Relaxed);
+}
 
 /// Records large allocations of the wrapped allocator `A`.
 pub struct TrackingAllocator<A = System> {
@@ -40,6 +50,9 @@ fn record(free: bool, ptr: *mut u8, size: usize) {
         return;
     }
     crate::recorder::from_allocator(|| {
+        if !HOST_TRACKING.load(Ordering::Relaxed) {
+            return;
+        }
         if free {
             crate::api::mem_free(ptr as u64, size as u64)
         } else {
@@ -51,25 +64,30 @@ fn record(free: bool, ptr: *mut u8, size: usize) {
 // SAFETY: every call is forwarded to `inner` unchanged; recording only reads the pointer value.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for TrackingAllocator<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = self.inner.alloc(layout);
+        // SAFETY: the caller's guarantees for `layout` are passed on to `inner` unchanged.
+        let p = unsafe { self.inner.alloc(layout) };
         record(false, p, layout.size());
         p
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = self.inner.alloc_zeroed(layout);
+        // SAFETY: as in `alloc`.
+        let p = unsafe { self.inner.alloc_zeroed(layout) };
         record(false, p, layout.size());
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         record(true, ptr, layout.size());
-        self.inner.dealloc(ptr, layout)
+        // SAFETY: `ptr` was allocated by `inner` (every allocation goes through it) with
+        // `layout`, as the caller guarantees.
+        unsafe { self.inner.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         record(true, ptr, layout.size());
-        let p = self.inner.realloc(ptr, layout, new_size);
+        // SAFETY: as in `dealloc`, with the caller's guarantees for `new_size`.
+        let p = unsafe { self.inner.realloc(ptr, layout, new_size) };
         if p.is_null() {
             // The old block is still live.
             record(false, ptr, layout.size());

@@ -110,6 +110,8 @@ pub struct OpGuard {
     module: NameId,
     shapes: NameId,
     dtypes: NameId,
+    seq: u32,
+    backward: bool,
     prev_op: u32,
 }
 
@@ -128,6 +130,8 @@ pub fn op(name: NameId, module: NameId) -> OpGuard {
         module,
         shapes: NameId::NONE,
         dtypes: NameId::NONE,
+        seq: 0,
+        backward: false,
         prev_op,
     }
 }
@@ -152,6 +156,16 @@ impl OpGuard {
         self.dtypes = dtypes;
         self
     }
+
+    /// Links a forward op and its backward op (PyTorch's autograd `Sequence number`): both carry
+    /// the same non-zero `seq` (unique per thread and collection), the backward one with
+    /// `backward` set. Exporters draw a `fwdbwd` flow from the forward op to the backward op.
+    #[inline]
+    pub fn seq(&mut self, seq: u32, backward: bool) -> &mut Self {
+        self.seq = seq;
+        self.backward = backward;
+        self
+    }
 }
 
 impl Drop for OpGuard {
@@ -163,15 +177,16 @@ impl Drop for OpGuard {
             if self.module != NameId::NONE
                 || self.shapes != NameId::NONE
                 || self.dtypes != NameId::NONE
+                || self.seq != 0
             {
                 recorder::push(
-                    o.gen(),
+                    o.generation(),
                     Record {
                         ts: self.module.0 as u64 | (self.shapes.0 as u64) << 32,
                         a: self.dtypes.0 as u64,
-                        name: 0,
+                        name: self.seq,
                         kind: Kind::Ext as u8,
-                        cat: 0,
+                        cat: self.backward as u8,
                         aux: 0,
                     },
                 );
@@ -184,9 +199,9 @@ impl Drop for OpGuard {
 /// bytes moved when known (0 = unknown). Recorded with the `npu`/`cuda` content.
 #[inline]
 pub fn kernel(name: NameId, start: u64, end: u64, flops: u64, bytes: u64) {
-    if let Some(gen) = recorder::active_gen(Some(Content::Npu)) {
+    if let Some(generation) = recorder::active_gen(Some(Content::Npu)) {
         recorder::push(
-            gen,
+            generation,
             Record {
                 ts: start,
                 a: end,
@@ -198,7 +213,7 @@ pub fn kernel(name: NameId, start: u64, end: u64, flops: u64, bytes: u64) {
         );
         if flops != 0 || bytes != 0 {
             recorder::push(
-                gen,
+                generation,
                 Record {
                     ts: flops,
                     a: bytes,
@@ -213,10 +228,10 @@ pub fn kernel(name: NameId, start: u64, end: u64, flops: u64, bytes: u64) {
 }
 
 fn memory(free: bool, addr: u64, bytes: u64) {
-    if let Some(gen) = recorder::active_gen(Some(Content::Memory)) {
+    if let Some(generation) = recorder::active_gen(Some(Content::Memory)) {
         let ts = now();
         recorder::push(
-            gen,
+            generation,
             Record {
                 ts,
                 a: 0,
@@ -227,7 +242,7 @@ fn memory(free: bool, addr: u64, bytes: u64) {
             },
         );
         recorder::push(
-            gen,
+            generation,
             Record {
                 ts: addr,
                 a: bytes,
@@ -299,10 +314,10 @@ impl Drop for CommGuard {
     #[inline]
     fn drop(&mut self) {
         if let Some(o) = self.open.take() {
-            let gen = o.gen();
+            let generation = o.generation();
             recorder::end(o, Kind::Comm as u8, 0, self.name.0);
             recorder::push(
-                gen,
+                generation,
                 Record {
                     ts: self.bytes,
                     a: self.wait,
@@ -319,9 +334,9 @@ impl Drop for CommGuard {
 /// An instant event with a value.
 #[inline]
 pub fn instant(name: NameId, value: u64) {
-    if let Some(gen) = recorder::active_gen_structural() {
+    if let Some(generation) = recorder::active_gen_structural() {
         recorder::push(
-            gen,
+            generation,
             Record {
                 ts: now(),
                 a: value,
@@ -337,9 +352,9 @@ pub fn instant(name: NameId, value: u64) {
 /// A counter sample.
 #[inline]
 pub fn counter(name: NameId, value: u64) {
-    if let Some(gen) = recorder::active_gen_structural() {
+    if let Some(generation) = recorder::active_gen_structural() {
         recorder::push(
-            gen,
+            generation,
             Record {
                 ts: now(),
                 a: value,
@@ -380,7 +395,7 @@ pub fn iteration(kind: IterKind) -> IterationGuard {
 #[cold]
 fn iteration_slow(kind: IterKind) -> IterationGuard {
     recorder::with_ctx(|ctx| {
-        let mut st = ctx.iter.lock().expect("iter");
+        let mut st = ctx.iter.lock();
         match st.sched {
             Some((sched, counted)) if counted == kind => {
                 let id = st.next;
@@ -442,11 +457,11 @@ impl IterationGuard {
 impl Drop for IterationGuard {
     fn drop(&mut self) {
         if let Some(o) = self.open.take() {
-            let gen = o.gen();
+            let generation = o.generation();
             let name = intern::intern(self.kind.as_str());
             recorder::end(o, Kind::Range as u8, RangeCat::Iteration as u8, name.0);
             recorder::push(
-                gen,
+                generation,
                 Record {
                     ts: self.id,
                     a: 0,

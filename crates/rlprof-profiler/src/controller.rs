@@ -20,14 +20,23 @@
 //! ```
 
 use crate::clock;
+use crate::device::{DEVICE_THREAD_BASE, DeviceFinish, DeviceTimeline};
 use crate::intern;
 use crate::plan::{IterKind, ProfilePlan, Role, RoleCall, RolePlan, Tool};
-use crate::raw::RawWriter;
+use crate::raw::{CollectionMeta, RawWriter, RoleSchedule};
 use crate::record::{Kind, RangeCat};
 use crate::recorder::{self, RankContext, Sink, SinkStats, ThreadBinding};
+use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
+
+/// The advisory lock file of a collection directory: the profiler holds it (exclusive `flock`)
+/// from the creation of the `.tmp` directory until the final rename; analysers hold it while
+/// they parse. A `.tmp` directory whose lock nobody holds was left by a process that died.
+pub const COLLECTION_LOCK: &str = "rlprof_analysis.lock";
+use std::thread::JoinHandle;
 
 /// Callback run when a collection completes (must not block: spawn long work).
 pub type CompletionHook = Arc<dyn Fn(&CompletedCollection) + Send + Sync>;
@@ -67,7 +76,20 @@ struct Inner {
     completed: Mutex<Vec<CompletedCollection>>,
     names: Mutex<()>,
     opener: RawOpener,
+    /// Set by [`Profiler::close_open`]: no collection starts any more.
+    closed: std::sync::atomic::AtomicBool,
+    /// Every rank's state, to close open collections from another thread.
+    ranks: Mutex<Vec<RankEntry>>,
+    /// Collections whose device timeline is being read back (see [`Profiler::wait_collections`]).
+    finishing: Mutex<Vec<JoinHandle<()>>>,
 }
+
+/// A rank handed out by [`Profiler::rank`], held weakly: rank, recording state, controller state.
+type RankEntry = (
+    u32,
+    std::sync::Weak<RankContext>,
+    std::sync::Weak<Mutex<RankState>>,
+);
 
 /// Opens a new raw file (the default creates it; tests route writes elsewhere, e.g. `/dev/full`).
 pub type RawOpener = fn(&Path) -> std::io::Result<std::fs::File>;
@@ -98,6 +120,9 @@ impl Profiler {
                 completed: Mutex::new(Vec::new()),
                 names: Mutex::new(()),
                 opener: create_new,
+                closed: Default::default(),
+                ranks: Mutex::new(Vec::new()),
+                finishing: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -119,22 +144,76 @@ impl Profiler {
 
     /// The controller of `rank` (each call makes a new, independent rank state; call once per rank).
     pub fn rank(&self, rank: u32) -> RankProfiler {
-        RankProfiler {
+        let rp = RankProfiler {
             inner: self.inner.clone(),
             rank,
             ctx: RankContext::new(),
             state: Arc::new(Mutex::new(RankState::default())),
+            device: Arc::new(RwLock::new(None)),
+        };
+        let mut ranks = self.inner.ranks.lock();
+        ranks.retain(|(_, c, _)| c.strong_count() > 0);
+        ranks.push((rank, Arc::downgrade(&rp.ctx), Arc::downgrade(&rp.state)));
+        rp
+    }
+
+    /// Stops every open collection of every rank now (end marker, final name, completion hook)
+    /// and lets no new one start: for a process about to exit (SIGINT, SIGTERM, a failed run).
+    /// Callable from any thread while the ranks keep running. Returns how many it closed.
+    pub fn close_open(&self) -> usize {
+        self.inner
+            .closed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let ranks: Vec<RankProfiler> = {
+            let ranks = self.inner.ranks.lock();
+            ranks
+                .iter()
+                .filter_map(|(rank, ctx, state)| {
+                    Some(RankProfiler {
+                        inner: self.inner.clone(),
+                        rank: *rank,
+                        ctx: ctx.upgrade()?,
+                        state: state.upgrade()?,
+                        // Closing at exit does not read a device timeline back.
+                        device: Arc::new(RwLock::new(None)),
+                    })
+                })
+                .collect()
+        };
+        let mut closed = 0;
+        for rp in ranks {
+            let active = rp.state.lock().active.take();
+            if let Some(a) = active {
+                rp.stop(a);
+                closed += 1;
+            }
         }
+        closed
     }
 
     /// Sets the hook called for each completed collection (e.g. to start automatic analysis).
     pub fn on_complete(&self, hook: impl Fn(&CompletedCollection) + Send + Sync + 'static) {
-        *self.inner.hook.write().expect("hook") = Some(Arc::new(hook));
+        *self.inner.hook.write() = Some(Arc::new(hook));
+    }
+
+    /// Waits until every stopped collection is complete: collections with a device timeline
+    /// finish on a background thread once the device's records are read back. Call before
+    /// relying on [`Profiler::completed`] or the completion hook at the end of a run.
+    pub fn wait_collections(&self) {
+        loop {
+            let hs: Vec<_> = self.inner.finishing.lock().drain(..).collect();
+            if hs.is_empty() {
+                return;
+            }
+            for h in hs {
+                let _ = h.join();
+            }
+        }
     }
 
     /// Every collection completed so far, in completion order.
     pub fn completed(&self) -> Vec<CompletedCollection> {
-        self.inner.completed.lock().expect("completed").clone()
+        self.inner.completed.lock().clone()
     }
 }
 
@@ -145,7 +224,11 @@ struct RankState {
 }
 
 struct Active {
+    /// Whether the device timeline was told of the start.
+    started: bool,
     sink: Arc<Sink>,
+    /// The collection's lock, held until the directory has its final name.
+    _lock: Option<std::fs::File>,
     tmp_dir: PathBuf,
     final_dir: PathBuf,
     raw_file: PathBuf,
@@ -162,6 +245,7 @@ pub struct RankProfiler {
     rank: u32,
     ctx: Arc<RankContext>,
     state: Arc<Mutex<RankState>>,
+    device: Arc<RwLock<Option<Arc<dyn DeviceTimeline>>>>,
 }
 
 /// Guard of a training step (see [`RankProfiler::step`]).
@@ -197,6 +281,20 @@ impl RankProfiler {
         ThreadBinding::bind(self.ctx.clone())
     }
 
+    /// The plan.
+    pub fn plan(&self) -> &ProfilePlan {
+        &self.inner.plan
+    }
+
+    /// Puts this rank's device (a GPU) into its collections: see [`crate::device`].
+    pub fn set_device_timeline(&self, timeline: Arc<dyn DeviceTimeline>) {
+        *self.device.write() = Some(timeline);
+    }
+
+    fn device_timeline(&self) -> Option<Arc<dyn DeviceTimeline>> {
+        self.device.read().clone()
+    }
+
     /// Whether a collection is recording on this rank now.
     pub fn is_recording(&self) -> bool {
         self.ctx.is_recording()
@@ -221,15 +319,13 @@ impl RankProfiler {
     pub fn step(&self, step: u64) -> StepGuard {
         let _busy = recorder::BusyGuard::enter();
         {
-            let mut st = self.state.lock().expect("state");
+            let mut st = self.state.lock();
             st.step = Some(step);
-            if st.active.is_none() {
-                if let (Some(group), Some(plan)) = (self.inner.plan.group_of(step), self.e2e_plan())
-                {
-                    if group.first() == Some(&step) {
-                        st.active = self.start(plan.clone(), group.to_vec(), "e2e".into(), false);
-                    }
-                }
+            if st.active.is_none()
+                && let (Some(group), Some(plan)) = (self.inner.plan.group_of(step), self.e2e_plan())
+                && group.first() == Some(&step)
+            {
+                st.active = self.start(plan.clone(), group.to_vec(), "e2e".into(), false);
             }
         }
         StepGuard {
@@ -246,7 +342,7 @@ impl RankProfiler {
         let _busy = recorder::BusyGuard::enter();
         let mut started_discrete = false;
         {
-            let mut st = self.state.lock().expect("state");
+            let mut st = self.state.lock();
             if st.active.is_none() {
                 let step = st.step;
                 let group = step.and_then(|s| self.inner.plan.group_of(s));
@@ -288,7 +384,7 @@ impl RankProfiler {
         else {
             return false;
         };
-        *self.ctx.iter.lock().expect("iter") = recorder::IterState {
+        *self.ctx.iter.lock() = recorder::IterState {
             sched: Some((sched, kind)),
             next: 0,
         };
@@ -299,17 +395,20 @@ impl RankProfiler {
     }
 
     /// The schedules of the roles that collect on this rank, for the Meta chunk.
-    fn schedules_json(&self) -> serde_json::Value {
-        let mut m = serde_json::Map::new();
+    fn schedules(&self) -> BTreeMap<String, RoleSchedule> {
+        let mut m = BTreeMap::new();
         for (role, p) in &self.inner.plan.roles {
-            if let (Some(s), true) = (p.schedule, p.collects_on(self.rank)) {
+            if let (Some(schedule), true) = (p.schedule, p.collects_on(self.rank)) {
                 m.insert(
-                    role.as_str().into(),
-                    serde_json::json!({"schedule": s, "granularity": p.granularity}),
+                    role.as_str().to_string(),
+                    RoleSchedule {
+                        schedule,
+                        granularity: p.granularity,
+                    },
                 );
             }
         }
-        serde_json::Value::Object(m)
+        m
     }
 
     fn start(
@@ -319,9 +418,17 @@ impl RankProfiler {
         role_dir: String,
         discrete: bool,
     ) -> Option<Active> {
+        if self.inner.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
         match self.try_start(&plan, &steps, &role_dir) {
-            Ok((sink, tmp_dir, final_dir, raw_file)) => Some(Active {
+            Ok((sink, lock, tmp_dir, final_dir, raw_file)) => Some(Active {
+                started: self
+                    .device_timeline()
+                    .map(|d| d.collection_started(plan.tool))
+                    .is_some(),
                 sink,
+                _lock: lock,
                 tmp_dir,
                 final_dir,
                 raw_file,
@@ -346,7 +453,7 @@ impl RankProfiler {
         plan: &RolePlan,
         steps: &[u64],
         role_dir: &str,
-    ) -> Result<(Arc<Sink>, PathBuf, PathBuf, PathBuf), crate::ProfilerError> {
+    ) -> Result<CollectionFiles, crate::ProfilerError> {
         let parent = plan
             .save_path
             .join(format!("step{}", step_label(steps)))
@@ -363,7 +470,7 @@ impl RankProfiler {
             Tool::Nsys => "nsys_pt",
         };
         let (tmp_dir, final_dir) = {
-            let _g = self.inner.names.lock().expect("names");
+            let _g = self.inner.names.lock();
             let mut ts = timestamp17(clock::wall_ns());
             loop {
                 let name = format!("{}_{}_{}_{}", self.inner.host, self.inner.pid, ts, suffix);
@@ -379,49 +486,94 @@ impl RankProfiler {
                 ts += 1;
             }
         };
+        let lock = lock_collection(&tmp_dir);
         let raw_dir = tmp_dir.join("rlprof_raw");
         std::fs::create_dir(&raw_dir).map_err(io(&raw_dir))?;
         let raw_path = raw_dir.join(format!("rank_{}.rlraw", self.rank));
         let file = (self.inner.opener)(&raw_path).map_err(io(&raw_path))?;
         let mut w = RawWriter::from_file(file, &raw_path)?;
         let cal = clock::calibrate();
-        let meta = serde_json::json!({
-            "format_version": crate::raw::FORMAT_VERSION,
-            "tool": plan.tool,
-            "level": plan.level,
-            "contents": plan.contents,
-            "analysis": plan.analysis,
-            "rank": self.rank,
-            "world_size": self.inner.plan.world_size,
-            "host": self.inner.host,
-            "pid": self.inner.pid,
-            "steps": steps,
-            "role_dir": role_dir,
-            "discrete": role_dir != "e2e",
-            "caps": plan.caps,
-            "torch_memory": plan.torch_memory,
-            "schedules": self.schedules_json(),
-            "start_wall_ns": cal.wall_ns,
-            "start_mono_ns": cal.mono_ns,
-            "ns_per_tick": clock::local_ns_per_tick(),
-        });
+        let meta = CollectionMeta {
+            format_version: crate::raw::FORMAT_VERSION,
+            tool: plan.tool,
+            level: plan.level,
+            export_type: Some(plan.export_type),
+            contents: plan.contents,
+            analysis: plan.analysis,
+            rank: self.rank,
+            world_size: self.inner.plan.world_size,
+            host: self.inner.host.clone(),
+            pid: self.inner.pid,
+            steps: steps.to_vec(),
+            role_dir: role_dir.to_string(),
+            discrete: role_dir != "e2e",
+            caps: plan.caps,
+            torch_memory: plan.torch_memory.clone(),
+            schedules: self.schedules(),
+            start_wall_ns: cal.wall_ns,
+            start_mono_ns: cal.mono_ns,
+            ns_per_tick: Some(clock::local_ns_per_tick()),
+        };
         w.write_meta(&meta)?;
         w.write_calibration(cal)?;
         let final_raw = final_dir
             .join("rlprof_raw")
             .join(format!("rank_{}.rlraw", self.rank));
         let sink = self.ctx.start(w, plan.contents, plan.caps);
-        Ok((sink, tmp_dir, final_dir, final_raw))
+        Ok((sink, lock, tmp_dir, final_dir, final_raw))
     }
 
     fn stop(&self, active: Active) {
-        let stats: SinkStats = match self.ctx.stop() {
-            Some(sink) => {
-                debug_assert!(Arc::ptr_eq(&sink, &active.sink));
-                sink.finish()
+        if let Some(sink) = self.ctx.stop() {
+            debug_assert!(Arc::ptr_eq(&sink, &active.sink));
+        }
+        let device = self
+            .device_timeline()
+            .filter(|_| active.started)
+            .and_then(|d| d.collection_stopping(active.plan.tool));
+        match device {
+            None => self.complete(active, Vec::new()),
+            Some(work) => self.complete_in_background(active, work),
+        }
+    }
+
+    /// Reads the device timeline back and completes the collection on a background thread (on
+    /// this one if no thread can be started).
+    fn complete_in_background(&self, active: Active, work: DeviceFinish) {
+        type Job = Box<dyn FnOnce() + Send>;
+        let me = self.clone();
+        let job: Arc<Mutex<Option<Job>>> = Arc::new(Mutex::new(Some(Box::new(move || {
+            me.complete(active, work())
+        }))));
+        let run = |job: &Mutex<Option<Job>>| {
+            if let Some(f) = job.lock().take() {
+                f()
             }
-            None => active.sink.finish(),
         };
+        let j = job.clone();
+        match std::thread::Builder::new()
+            .name("rlprof-device".into())
+            .spawn(move || run(&j))
+        {
+            Ok(h) => self.inner.finishing.lock().push(h),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot start a thread to read device timings back ({e}); reading them on this one"
+                );
+                run(&job);
+            }
+        }
+    }
+
+    /// Writes the device records, finishes the raw file, renames the directory and hands the
+    /// collection on.
+    fn complete(&self, active: Active, device_records: Vec<crate::record::Record>) {
+        if !device_records.is_empty() {
+            active
+                .sink
+                .write_external(DEVICE_THREAD_BASE, "device", &device_records);
+        }
+        let stats: SinkStats = active.sink.finish();
         if let Err(e) = std::fs::rename(&active.tmp_dir, &active.final_dir) {
             tracing::warn!(
                 "cannot rename {} to {}: {e}; the raw data stays under the temporary name",
@@ -443,12 +595,8 @@ impl RankProfiler {
             truncated: stats.truncated.is_some(),
             failed: stats.failed,
         };
-        self.inner
-            .completed
-            .lock()
-            .expect("completed")
-            .push(done.clone());
-        let hook = self.inner.hook.read().expect("hook").clone();
+        self.inner.completed.lock().push(done.clone());
+        let hook = self.inner.hook.read().clone();
         if let Some(h) = hook {
             h(&done);
         }
@@ -462,7 +610,7 @@ impl Drop for StepGuard {
             let name = intern::intern(&format!("ProfilerStep#{}", self.step));
             recorder::end(open, Kind::Range as u8, RangeCat::Step as u8, name.0);
         }
-        let mut st = self.rank.state.lock().expect("state");
+        let mut st = self.rank.state.lock();
         let ends_group = st
             .active
             .as_ref()
@@ -471,7 +619,10 @@ impl Drop for StepGuard {
             let a = st.active.take().expect("active");
             drop(st);
             self.rank.stop(a);
+        } else {
+            drop(st);
         }
+        crate::finish_hook::after_step(&self.rank.inner.plan, self.rank.rank, self.step);
     }
 }
 
@@ -483,17 +634,42 @@ impl Drop for RoleCallGuard {
             recorder::end(open, Kind::Range as u8, RangeCat::RoleCall as u8, name.0);
         }
         if self.scheduled {
-            *self.rank.ctx.iter.lock().expect("iter") = recorder::IterState::default();
+            *self.rank.ctx.iter.lock() = recorder::IterState::default();
             self.rank
                 .ctx
                 .gate
                 .store(recorder::GATE_RECORD, std::sync::atomic::Ordering::Relaxed);
         }
         if self.started_discrete {
-            let a = self.rank.state.lock().expect("state").active.take();
+            let a = self.rank.state.lock().active.take();
             if let Some(a) = a {
                 self.rank.stop(a);
             }
+        }
+    }
+}
+
+/// What starting a collection made: sink, lock, `.tmp` and final directories, final raw path.
+type CollectionFiles = (Arc<Sink>, Option<std::fs::File>, PathBuf, PathBuf, PathBuf);
+
+/// Takes the lock of a new collection directory (see [`COLLECTION_LOCK`]). Without it (a file
+/// system without `flock`) the collection still proceeds.
+fn lock_collection(dir: &Path) -> Option<std::fs::File> {
+    let path = dir.join(COLLECTION_LOCK);
+    let f = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path);
+    match f.map(|f| f.try_lock().map(|()| f)) {
+        Ok(Ok(f)) => Some(f),
+        Ok(Err(e)) => {
+            tracing::debug!("{}: not locked ({e})", path.display());
+            None
+        }
+        Err(e) => {
+            tracing::debug!("{}: not locked ({e})", path.display());
+            None
         }
     }
 }

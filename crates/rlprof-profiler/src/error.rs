@@ -27,4 +27,12 @@ pub enum ProfilerError {
         /// What was wrong.
         reason: String,
     },
+    /// A raw file from which nothing can be recovered (no readable metadata).
+    #[error("{path}: nothing recoverable: {reason}")]
+    Unrecoverable {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong, with the byte offset where known.
+        reason: String,
+    },
 }

@@ -5,9 +5,10 @@
 //! runs through [`name!`](crate::name)); raw files carry the id -> string table, written
 //! incrementally as ids appear. Id 0 is the empty string.
 
+use parking_lot::RwLock;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 
 /// An interned string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
@@ -45,10 +46,10 @@ fn interner() -> &'static RwLock<Interner> {
 /// assert_eq!(rlprof_profiler::resolve(a).as_deref(), Some("model.layers.0.mlp"));
 /// ```
 pub fn intern(s: &str) -> NameId {
-    if let Some(&id) = interner().read().expect("interner").map.get(s) {
+    if let Some(&id) = interner().read().map.get(s) {
         return NameId(id);
     }
-    let mut w = interner().write().expect("interner");
+    let mut w = interner().write();
     if let Some(&id) = w.map.get(s) {
         return NameId(id);
     }
@@ -61,22 +62,17 @@ pub fn intern(s: &str) -> NameId {
 
 /// The string of an id, if the id exists.
 pub fn resolve(id: NameId) -> Option<Arc<str>> {
-    interner()
-        .read()
-        .expect("interner")
-        .strings
-        .get(id.0 as usize)
-        .cloned()
+    interner().read().strings.get(id.0 as usize).cloned()
 }
 
 /// Number of interned strings (ids are `0..len`).
 pub fn len() -> usize {
-    interner().read().expect("interner").strings.len()
+    interner().read().strings.len()
 }
 
 /// Calls `f` for every string with id in `from..`; returns the new length.
 pub(crate) fn for_each_since(from: usize, mut f: impl FnMut(u32, &str)) -> usize {
-    let r = interner().read().expect("interner");
+    let r = interner().read();
     for (i, s) in r.strings.iter().enumerate().skip(from) {
         f(i as u32, s);
     }

@@ -22,7 +22,9 @@ pub mod api;
 pub mod clock;
 pub mod config;
 pub mod controller;
+pub mod device;
 pub mod error;
+pub mod finish_hook;
 pub mod intern;
 pub mod nsys;
 pub mod nvtx;
@@ -33,12 +35,12 @@ pub mod recorder;
 pub mod tracing_layer;
 
 pub use api::{
-    comm, counter, instant, iteration, kernel, mem_alloc, mem_free, now, op, phase, scope, wants,
-    CommGuard, IterationGuard, OpGuard, PhaseGuard, RangeGuard,
+    CommGuard, IterationGuard, OpGuard, PhaseGuard, RangeGuard, comm, counter, instant, iteration,
+    kernel, mem_alloc, mem_free, now, op, phase, scope, wants,
 };
 pub use controller::{CompletedCollection, Profiler, RankProfiler, RoleCallGuard, StepGuard};
 pub use error::ProfilerError;
-pub use intern::{intern, intern_shapes, resolve, NameId};
+pub use intern::{NameId, intern, intern_shapes, resolve};
 pub use plan::{Content, ProfilePlan, Role, RoleCall, Tool};
 pub use recorder::ThreadBinding;
 pub use tracing_layer::RlprofLayer;

@@ -4,12 +4,12 @@
 //! The plan is the contract between the configuration layer (which builds it) and the
 //! controller (which executes it). It holds no YAML and no strings that need parsing.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// A collection tool, as named in `global_profiler.tool`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Tool {
     /// Nsight Systems (CUDA builds only).
@@ -43,7 +43,7 @@ impl Tool {
 }
 
 /// Collection level of the `npu` tool (profiling.md section 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
     /// Only host/framework data per contents and range markers.
@@ -81,8 +81,38 @@ impl Level {
     }
 }
 
+/// Layout of the `npu` tool's parsed output (`tool_config.npu.export_type`, an rlprof
+/// extension): torch_npu's SQLite DB (the default, as verl 0.9.1 asks for) or the text files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExportType {
+    /// `ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db` and `analysis.db`.
+    #[default]
+    Db,
+    /// `trace_view.json`, CSVs and JSON files.
+    Text,
+}
+
+impl ExportType {
+    /// Both layouts.
+    pub const ALL: [ExportType; 2] = [ExportType::Db, ExportType::Text];
+
+    /// The name used in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExportType::Db => "db",
+            ExportType::Text => "text",
+        }
+    }
+
+    /// Parses a YAML name.
+    pub fn parse(s: &str) -> Option<ExportType> {
+        ExportType::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+}
+
 /// One kind of data a collection may contain (`tool_config.<tool>.contents`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[repr(u8)]
 pub enum Content {
@@ -203,6 +233,12 @@ impl Serialize for Contents {
     }
 }
 
+impl<'de> Deserialize<'de> for Contents {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Vec::<Content>::deserialize(d)?.into_iter().collect())
+    }
+}
+
 /// A role of the RL job that has a `profiler` block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -313,7 +349,7 @@ impl RoleCall {
 }
 
 /// `global_tool_config.torch_memory` / `tool_config.torch_memory`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TorchMemoryOptions {
     /// Maximum device-trace entries in a snapshot.
     pub trace_alloc_max_entries: u64,
@@ -331,7 +367,7 @@ impl Default for TorchMemoryOptions {
 }
 
 /// Per-collection size caps (profiling.md section 7). `None` means unlimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Caps {
     /// Maximum number of recorded events per collection.
     pub max_events: Option<u64>,
@@ -365,7 +401,7 @@ impl Default for Caps {
 /// assert_eq!(s.action(71), IterAction::Skip);
 /// assert_eq!(s.recorded_in(100), (30..=70).collect::<Vec<_>>());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Schedule {
     /// Iterations skipped before the first cycle.
     pub skip_first: u64,
@@ -417,7 +453,7 @@ impl Schedule {
 }
 
 /// The unit a schedule counts for `update_actor`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Granularity {
     /// Each micro-batch (forward + backward of `ppo_micro_batch_size_per_gpu` samples).
@@ -488,6 +524,8 @@ pub struct RolePlan {
     pub tool: Tool,
     /// `tool_config.npu.level` (level0 for other tools).
     pub level: Level,
+    /// `tool_config.npu.export_type` (db for other tools, where it has no effect).
+    pub export_type: ExportType,
     /// Resolved contents: never empty when enabled (`[]` means `[npu, cpu]`).
     pub contents: Contents,
     /// Parse automatically after each collection.
@@ -553,6 +591,33 @@ pub struct ProfilePlan {
     pub torch_memory: TorchMemoryOptions,
     /// Non-fatal findings to print at start-up (one line each).
     pub warnings: Vec<String>,
+    /// verl 0.9.1 settings beyond the user document, and where verl would behave differently.
+    pub verl: VerlSettings,
+}
+
+/// verl 0.9.1's profiler keys that the user document does not have
+/// (`verl/utils/profiler/config.py`), resolved per role.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct VerlSettings {
+    /// `relocate_results` per role (accepted; rlprof writes every collection under save_path,
+    /// so there is nothing to move).
+    pub relocate_results: BTreeMap<Role, bool>,
+    /// `finish_hook_cmd` per role that has one, with the ranks that run it.
+    pub finish_hooks: BTreeMap<Role, FinishHook>,
+    /// Problems that stop `train` before any work but not `config check` (a tool rlprof cannot
+    /// collect with yet).
+    pub start_errors: Vec<String>,
+    /// Where verl 0.9.1 would behave differently from this plan (the user document wins).
+    pub differences: Vec<String>,
+}
+
+/// verl's `finish_hook_cmd`: a shell command run once after the last profiled step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FinishHook {
+    /// The command (`sh -c`).
+    pub cmd: String,
+    /// Ranks that run it (`finish_hook_all_ranks`, `finish_hook_ranks`, else the profiled ranks).
+    pub ranks: Vec<u32>,
 }
 
 impl ProfilePlan {
@@ -570,6 +635,7 @@ impl ProfilePlan {
             nsys: NsysOptions::default(),
             torch_memory: TorchMemoryOptions::default(),
             warnings: vec![],
+            verl: VerlSettings::default(),
         }
     }
 

@@ -35,7 +35,8 @@ pub enum Kind {
     /// A host range `[ts, a)` in ticks; `cat` is a [`RangeCat`].
     Range = 1,
     /// Extension of the previous record on the same thread; meaning depends on that record.
-    /// After an op range: `ts` = module id | shapes id << 32, `a` = dtypes id | stack id << 32.
+    /// After an op range: `ts` = module id | shapes id << 32, `a` = dtypes id | stack id << 32,
+    /// `name` = autograd sequence number (0 = none), `cat` = 1 for a backward op.
     /// After a kernel: `ts` = FLOPs, `a` = bytes moved. After a collective: `ts` = bytes,
     /// `a` = wait ticks, `name` = group id, `aux` = peer rank + 1 (0 = collective).
     /// After a memory event: `ts` = address, `a` = bytes.

@@ -15,16 +15,21 @@
 //!
 //! Each rank of an in-process job is a [`RankContext`]; threads are bound to one with
 //! [`crate::RankProfiler::bind_thread`]. Unbound threads record nothing.
+//!
+//! The locks are `parking_lot`'s, which do not poison: a panic on the flusher thread (or any
+//! other) while it holds one never turns later instrumentation points on training threads into
+//! panics; collection never breaks training.
 
 use crate::clock;
 use crate::intern;
 use crate::plan::{Caps, Content, Contents};
 use crate::raw::{RawWriter, TruncReason, Truncation};
-use crate::record::{Record, RECORD_SIZE};
+use crate::record::{RECORD_SIZE, Record};
+use parking_lot::{Condvar, Mutex};
 use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 /// Records per thread buffer (24 B each: 48 KiB).
@@ -34,7 +39,7 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Number of active collections in the process; the first thing every instrumentation point
 /// reads.
-pub static ANY_ACTIVE: AtomicU32 = AtomicU32::new(0);
+pub(crate) static ANY_ACTIVE: AtomicU32 = AtomicU32::new(0);
 
 static NEXT_GEN: AtomicU64 = AtomicU64::new(1);
 
@@ -59,7 +64,7 @@ pub(crate) struct IterState {
 /// The recording state of one rank (one per rank, shared by its threads).
 pub struct RankContext {
     /// Generation of the active collection, 0 when none.
-    gen: AtomicU64,
+    generation: AtomicU64,
     /// Content flags of the active collection.
     contents: AtomicU32,
     /// Schedule gate for content records (`GATE_*`); structural ranges ignore it.
@@ -74,7 +79,7 @@ pub struct RankContext {
 impl RankContext {
     pub(crate) fn new() -> Arc<RankContext> {
         Arc::new(RankContext {
-            gen: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
             contents: AtomicU32::new(0),
             gate: AtomicU32::new(GATE_RECORD),
             iter: Mutex::new(IterState::default()),
@@ -86,7 +91,7 @@ impl RankContext {
 
     /// Whether a collection is recording on this rank.
     pub fn is_recording(&self) -> bool {
-        self.gen.load(Ordering::Relaxed) != 0
+        self.generation.load(Ordering::Relaxed) != 0
     }
 
     pub(crate) fn new_slot(&self) -> Arc<ThreadSlot> {
@@ -96,18 +101,15 @@ impl RankContext {
             .map(str::to_owned)
             .unwrap_or_else(|| format!("thread-{tid}"));
         let slot = Arc::new(ThreadSlot::new(tid, name));
-        self.slots.lock().expect("slots").push(slot.clone());
+        self.slots.lock().push(slot.clone());
         slot
     }
 
     pub(crate) fn remove_slot(&self, slot: &Arc<ThreadSlot>) {
-        if let Some(sink) = self.sink.lock().expect("sink").clone() {
+        if let Some(sink) = self.sink.lock().clone() {
             slot.flush_into(&sink);
         }
-        self.slots
-            .lock()
-            .expect("slots")
-            .retain(|s| !Arc::ptr_eq(s, slot));
+        self.slots.lock().retain(|s| !Arc::ptr_eq(s, slot));
     }
 
     /// Starts recording into `writer`. Returns the sink (for stop).
@@ -117,9 +119,9 @@ impl RankContext {
         contents: Contents,
         caps: Caps,
     ) -> Arc<Sink> {
-        let gen = NEXT_GEN.fetch_add(1, Ordering::Relaxed);
+        let generation = NEXT_GEN.fetch_add(1, Ordering::Relaxed);
         let sink = Arc::new(Sink {
-            gen,
+            generation,
             writer: Mutex::new(SinkWriter {
                 raw: writer,
                 strings_written: 0,
@@ -134,10 +136,10 @@ impl RankContext {
             pending: Mutex::new(VecDeque::new()),
             pool: Mutex::new(Vec::new()),
         });
-        *self.sink.lock().expect("sink") = Some(sink.clone());
+        *self.sink.lock() = Some(sink.clone());
         self.contents.store(contents.0, Ordering::Relaxed);
         self.gate.store(GATE_RECORD, Ordering::Relaxed);
-        self.gen.store(gen, Ordering::Release);
+        self.generation.store(generation, Ordering::Release);
         ANY_ACTIVE.fetch_add(1, Ordering::Release);
         flusher().register(sink.clone());
         sink
@@ -145,8 +147,8 @@ impl RankContext {
 
     /// Stops recording and flushes every thread's records; returns the sink for finishing.
     pub(crate) fn stop(&self) -> Option<Arc<Sink>> {
-        let sink = self.sink.lock().expect("sink").take()?;
-        self.gen.store(0, Ordering::Release);
+        let sink = self.sink.lock().take()?;
+        self.generation.store(0, Ordering::Release);
         ANY_ACTIVE.fetch_sub(1, Ordering::Release);
         self.flush_all(&sink);
         flusher().unregister(&sink);
@@ -154,7 +156,7 @@ impl RankContext {
     }
 
     fn flush_all(&self, sink: &Arc<Sink>) {
-        let slots = self.slots.lock().expect("slots").clone();
+        let slots = self.slots.lock().clone();
         for s in slots {
             s.flush_into(sink);
         }
@@ -168,7 +170,7 @@ pub(crate) struct ThreadSlot {
     /// Committed records (owner: release store; flusher: acquire load).
     len: AtomicUsize,
     /// Generation the buffered records belong to (changed only under `flush`).
-    gen: AtomicU64,
+    generation: AtomicU64,
     /// Index up to which records were already written out.
     flush: Mutex<usize>,
     tid: u32,
@@ -179,6 +181,9 @@ pub(crate) struct ThreadSlot {
 // `len`; other threads only read `buf[..len]` after an acquire load, under `flush`. Resets of
 // `len` happen only under `flush`, by the owner.
 unsafe impl Sync for ThreadSlot {}
+// SAFETY: the slot owns its buffer and holds no thread-bound state; it is shared as an
+// `Arc<ThreadSlot>` between its owner and the flushing threads (the `Sync` reasoning above), and
+// dropped by whichever holds the last reference.
 unsafe impl Send for ThreadSlot {}
 
 impl ThreadSlot {
@@ -189,7 +194,7 @@ impl ThreadSlot {
                 .map(|_| UnsafeCell::new(Record::default()))
                 .collect(),
             len: AtomicUsize::new(0),
-            gen: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
             flush: Mutex::new(0),
             tid,
             name,
@@ -198,10 +203,10 @@ impl ThreadSlot {
 
     /// Appends a record of generation `gen` (owner thread only).
     #[inline]
-    fn push(&self, gen: u64, rec: Record, ctx: &RankContext) {
+    fn push(&self, generation: u64, rec: Record, ctx: &RankContext) {
         let mut len = self.len.load(Ordering::Relaxed);
-        if len == SLOT_CAPACITY || self.gen.load(Ordering::Relaxed) != gen {
-            self.make_room(gen, ctx);
+        if len == SLOT_CAPACITY || self.generation.load(Ordering::Relaxed) != generation {
+            self.make_room(generation, ctx);
             len = self.len.load(Ordering::Relaxed);
         }
         // SAFETY: only the owner thread writes, and index `len` is not yet visible to readers.
@@ -211,10 +216,11 @@ impl ThreadSlot {
 
     /// Cold path: the buffer is full or holds another collection's records.
     #[cold]
-    fn make_room(&self, gen: u64, ctx: &RankContext) {
-        let sink = ctx.sink.lock().expect("sink").clone();
-        let mut flushed = self.flush.lock().expect("flush");
-        if let Some(sink) = sink.filter(|s| s.gen == self.gen.load(Ordering::Relaxed)) {
+    fn make_room(&self, generation: u64, ctx: &RankContext) {
+        let sink = ctx.sink.lock().clone();
+        let mut flushed = self.flush.lock();
+        if let Some(sink) = sink.filter(|s| s.generation == self.generation.load(Ordering::Relaxed))
+        {
             let len = self.len.load(Ordering::Acquire);
             if !sink.hand_off(self, *flushed, len) {
                 sink.write(self, *flushed, len);
@@ -222,13 +228,13 @@ impl ThreadSlot {
         }
         *flushed = 0;
         self.len.store(0, Ordering::Relaxed);
-        self.gen.store(gen, Ordering::Relaxed);
+        self.generation.store(generation, Ordering::Relaxed);
     }
 
     /// Writes the committed, not yet written records into `sink` (any thread).
     fn flush_into(&self, sink: &Sink) {
-        let mut flushed = self.flush.lock().expect("flush");
-        if self.gen.load(Ordering::Relaxed) != sink.gen {
+        let mut flushed = self.flush.lock();
+        if self.generation.load(Ordering::Relaxed) != sink.generation {
             return;
         }
         let len = self.len.load(Ordering::Acquire);
@@ -241,7 +247,7 @@ impl ThreadSlot {
 
 /// Where one collection's records go.
 pub(crate) struct Sink {
-    gen: u64,
+    generation: u64,
     writer: Mutex<SinkWriter>,
     events: AtomicU64,
     dropped: AtomicU64,
@@ -307,17 +313,16 @@ impl Sink {
         if recs.is_empty() {
             return true;
         }
-        if self.pending.lock().expect("pending").len() >= MAX_PENDING {
+        if self.pending.lock().len() >= MAX_PENDING {
             return false;
         }
         let mut buf = self
             .pool
             .lock()
-            .expect("pool")
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(SLOT_CAPACITY));
         buf.extend_from_slice(recs);
-        self.pending.lock().expect("pending").push_back(Pending {
+        self.pending.lock().push_back(Pending {
             tid: slot.tid,
             name: slot.name.clone(),
             recs: buf,
@@ -329,29 +334,37 @@ impl Sink {
     /// Writes every queued buffer (caller holds the writer lock).
     fn drain_pending(&self, w: &mut SinkWriter) {
         loop {
-            let Some(mut p) = self.pending.lock().expect("pending").pop_front() else {
+            let Some(mut p) = self.pending.lock().pop_front() else {
                 return;
             };
             self.write_locked(w, p.tid, &p.name, &p.recs);
             p.recs.clear();
-            self.pool.lock().expect("pool").push(p.recs);
+            self.pool.lock().push(p.recs);
         }
     }
 
     /// Writes queued buffers (flusher thread).
     fn flush_pending(&self) {
-        if self.pending.lock().expect("pending").is_empty() {
+        if self.pending.lock().is_empty() {
             return;
         }
-        let mut w = self.writer.lock().expect("writer");
+        let mut w = self.writer.lock();
         self.drain_pending(&mut w);
     }
 
     fn write(&self, slot: &ThreadSlot, from: usize, to: usize) {
         let recs = Self::committed(slot, from, to);
-        let mut w = self.writer.lock().expect("writer");
+        let mut w = self.writer.lock();
         self.drain_pending(&mut w);
         self.write_locked(&mut w, slot.tid, &slot.name, recs);
+    }
+
+    /// Writes records made off the recording threads (a device timeline's kernels, see
+    /// [`crate::device`]) under thread `tid`; call between the rank's stop and [`Sink::finish`].
+    pub(crate) fn write_external(&self, tid: u32, name: &str, recs: &[Record]) {
+        let mut w = self.writer.lock();
+        self.drain_pending(&mut w);
+        self.write_locked(&mut w, tid, name, recs);
     }
 
     /// Writes one thread's records, applying caps and failure handling.
@@ -360,18 +373,18 @@ impl Sink {
             return;
         }
         let n = recs.len() as u64;
-        if self.failed.load(Ordering::Relaxed) || self.truncated.lock().expect("t").is_some() {
+        if self.failed.load(Ordering::Relaxed) || self.truncated.lock().is_some() {
             self.dropped.fetch_add(n, Ordering::Relaxed);
             return;
         }
         let mut keep = recs.len();
         let mut trunc = None;
         let events = self.events.load(Ordering::Relaxed);
-        if let Some(max) = self.caps.max_events {
-            if events + keep as u64 > max {
-                keep = max.saturating_sub(events) as usize;
-                trunc = Some(TruncReason::Events);
-            }
+        if let Some(max) = self.caps.max_events
+            && events + keep as u64 > max
+        {
+            keep = max.saturating_sub(events) as usize;
+            trunc = Some(TruncReason::Events);
         }
         if let Some(max) = self.caps.max_bytes {
             let room = max.saturating_sub(w.raw.bytes_written() + 64) / RECORD_SIZE as u64;
@@ -404,7 +417,7 @@ impl Sink {
                     reason,
                 };
                 sw.raw.write_truncated(t)?;
-                *self.truncated.lock().expect("t") = Some(t);
+                *self.truncated.lock() = Some(t);
             }
             Ok::<(), crate::ProfilerError>(())
         })();
@@ -426,7 +439,9 @@ impl Sink {
             Err(e) => {
                 self.dropped.fetch_add(keep as u64, Ordering::Relaxed);
                 if !self.failed.swap(true, Ordering::Relaxed) {
-                    tracing::warn!("profiling data collection disabled for this collection, training continues: {e}");
+                    tracing::warn!(
+                        "profiling data collection disabled for this collection, training continues: {e}"
+                    );
                 }
                 self.disable_ctx();
             }
@@ -436,15 +451,18 @@ impl Sink {
     /// Stops recording on the owning rank without ending the collection (cap or failure).
     fn disable_ctx(&self) {
         if let Some(ctx) = self.ctx.upgrade() {
-            let _ = ctx
-                .gen
-                .compare_exchange(self.gen, 0, Ordering::AcqRel, Ordering::Relaxed);
+            let _ = ctx.generation.compare_exchange(
+                self.generation,
+                0,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
         }
     }
 
     /// Writes the trailing strings, final calibration and end marker.
     pub(crate) fn finish(&self) -> SinkStats {
-        let mut w = self.writer.lock().expect("writer");
+        let mut w = self.writer.lock();
         self.drain_pending(&mut w);
         if !self.failed.load(Ordering::Relaxed) {
             let r = (|| {
@@ -462,19 +480,19 @@ impl Sink {
                     self.dropped.load(Ordering::Relaxed),
                 )
             })();
-            if let Err(e) = r {
-                if !self.failed.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        "profiling data collection failed while finishing, training continues: {e}"
-                    );
-                }
+            if let Err(e) = r
+                && !self.failed.swap(true, Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    "profiling data collection failed while finishing, training continues: {e}"
+                );
             }
         }
         SinkStats {
             events: self.events.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
             bytes: w.raw.bytes_written(),
-            truncated: *self.truncated.lock().expect("t"),
+            truncated: *self.truncated.lock(),
             failed: self.failed.load(Ordering::Relaxed),
         }
     }
@@ -485,7 +503,7 @@ impl Sink {
         let Some(ctx) = self.ctx.upgrade() else {
             return;
         };
-        let slots = ctx.slots.lock().expect("slots").clone();
+        let slots = ctx.slots.lock().clone();
         for s in slots {
             s.flush_into(self);
         }
@@ -525,14 +543,14 @@ impl Flusher {
         let mut last = std::time::Instant::now();
         loop {
             {
-                let mut woken = self.woken.lock().expect("woken");
+                let mut woken = self.woken.lock();
                 if !*woken {
                     let left = FLUSH_INTERVAL.saturating_sub(last.elapsed());
-                    woken = self.cv.wait_timeout(woken, left).expect("woken").0;
+                    self.cv.wait_for(&mut woken, left);
                 }
                 *woken = false;
             }
-            let sinks = self.sinks.lock().expect("sinks").clone();
+            let sinks = self.sinks.lock().clone();
             let periodic = last.elapsed() >= FLUSH_INTERVAL;
             for s in &sinks {
                 if periodic {
@@ -549,18 +567,15 @@ impl Flusher {
 
     /// Wakes the flusher for a handed-off buffer (cold path).
     fn wake(&self) {
-        *self.woken.lock().expect("woken") = true;
+        *self.woken.lock() = true;
         self.cv.notify_one();
     }
 
     fn register(&self, s: Arc<Sink>) {
-        self.sinks.lock().expect("sinks").push(s);
+        self.sinks.lock().push(s);
     }
     fn unregister(&self, s: &Arc<Sink>) {
-        self.sinks
-            .lock()
-            .expect("sinks")
-            .retain(|x| !Arc::ptr_eq(x, s));
+        self.sinks.lock().retain(|x| !Arc::ptr_eq(x, s));
     }
 }
 
@@ -623,15 +638,15 @@ impl Drop for ThreadBinding {
 /// Token returned by [`begin`]: the generation and start ticks of an open range.
 #[derive(Debug, Clone, Copy)]
 pub struct Open {
-    gen: u64,
+    generation: u64,
     start: u64,
 }
 
 impl Open {
     /// Generation of the collection the range belongs to.
     #[inline(always)]
-    pub fn gen(&self) -> u64 {
-        self.gen
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Start ticks.
@@ -660,7 +675,7 @@ fn wants_slow(content: Content) -> bool {
         }
         // SAFETY: the binding keeps the context alive while the pointer is set.
         let ctx = unsafe { &*ctx };
-        ctx.gen.load(Ordering::Relaxed) != 0
+        ctx.generation.load(Ordering::Relaxed) != 0
             && ctx.gate.load(Ordering::Relaxed) == GATE_RECORD
             && Contents(ctx.contents.load(Ordering::Relaxed)).has(content)
     })
@@ -687,9 +702,9 @@ pub fn begin_content(content: Option<Content>) -> Option<Open> {
 
 /// The generation a gated record takes under the rank's schedule gate.
 #[inline]
-fn gated_gen(ctx: &RankContext, gen: u64) -> Option<u64> {
+fn gated_gen(ctx: &RankContext, generation: u64) -> Option<u64> {
     match ctx.gate.load(Ordering::Relaxed) {
-        GATE_RECORD => Some(gen),
+        GATE_RECORD => Some(generation),
         GATE_WARMUP => Some(DROP_GEN),
         _ => None,
     }
@@ -704,19 +719,23 @@ fn begin_slow(content: Option<Content>, gated: bool) -> Option<Open> {
         }
         // SAFETY: see `wants_slow`.
         let ctx = unsafe { &*ctx };
-        let gen = ctx.gen.load(Ordering::Acquire);
-        if gen == 0 {
+        let generation = ctx.generation.load(Ordering::Acquire);
+        if generation == 0 {
             return None;
         }
-        if let Some(c) = content {
-            if !Contents(ctx.contents.load(Ordering::Relaxed)).has(c) {
-                return None;
-            }
+        if let Some(c) = content
+            && !Contents(ctx.contents.load(Ordering::Relaxed)).has(c)
+        {
+            return None;
         }
-        let gen = if gated { gated_gen(ctx, gen)? } else { gen };
+        let generation = if gated {
+            gated_gen(ctx, generation)?
+        } else {
+            generation
+        };
         b.depth.set(b.depth.get().wrapping_add(1));
         Some(Open {
-            gen,
+            generation,
             start: clock::now(),
         })
     })
@@ -731,7 +750,7 @@ pub fn end(open: Open, kind: u8, cat: u8, name: u32) -> u64 {
         b.depth.set(depth);
         push_in(
             b,
-            open.gen,
+            open.generation,
             Record {
                 ts: open.start,
                 a: now,
@@ -747,23 +766,23 @@ pub fn end(open: Open, kind: u8, cat: u8, name: u32) -> u64 {
 
 /// Appends one record to the current thread's buffer if `gen` is still recording.
 #[inline]
-pub(crate) fn push(gen: u64, rec: Record) {
-    BINDING.with(|b| push_in(b, gen, rec));
+pub(crate) fn push(generation: u64, rec: Record) {
+    BINDING.with(|b| push_in(b, generation, rec));
 }
 
 #[inline]
-fn push_in(b: &Binding, gen: u64, rec: Record) {
+fn push_in(b: &Binding, generation: u64, rec: Record) {
     let (ctx, slot) = (b.ctx.get(), b.slot.get());
     if ctx.is_null() || slot.is_null() {
         return;
     }
     // SAFETY: the binding keeps both alive while the pointers are set.
     let (ctx, slot) = unsafe { (&*ctx, &*slot) };
-    if ctx.gen.load(Ordering::Relaxed) != gen {
+    if ctx.generation.load(Ordering::Relaxed) != generation {
         return;
     }
     let was = b.busy.replace(true);
-    slot.push(gen, rec, ctx);
+    slot.push(generation, rec, ctx);
     b.busy.set(was);
 }
 
@@ -824,14 +843,14 @@ fn active_gen_inner(content: Option<Content>, gated: bool) -> Option<u64> {
         }
         // SAFETY: see `wants_slow`.
         let ctx = unsafe { &*ctx };
-        let gen = ctx.gen.load(Ordering::Acquire);
-        if gen == 0 {
+        let generation = ctx.generation.load(Ordering::Acquire);
+        if generation == 0 {
             return None;
         }
         match content {
             Some(c) if !Contents(ctx.contents.load(Ordering::Relaxed)).has(c) => None,
-            _ if gated => gated_gen(ctx, gen),
-            _ => Some(gen),
+            _ if gated => gated_gen(ctx, generation),
+            _ => Some(generation),
         }
     })
 }

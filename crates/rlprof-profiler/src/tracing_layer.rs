@@ -12,15 +12,15 @@
 //! ```
 
 use crate::record::{Kind, RangeCat};
-use crate::recorder::{self, Open, ANY_ACTIVE};
+use crate::recorder::{self, ANY_ACTIVE, Open};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use tracing::span::Id;
 use tracing::Subscriber;
+use tracing::span::Id;
+use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
-use tracing_subscriber::Layer;
 
 /// The bridge layer. Spans are named by their `tracing` name.
 #[derive(Debug, Default, Clone, Copy)]

@@ -1,9 +1,10 @@
 //! Hydra-style overrides: set existing keys, add new ones, value parsing, errors.
 
-use rlprof_profiler::config::{build_plan, load_document, load_document_str, parse_override_value};
-use rlprof_profiler::plan::{Level, Role, Tool};
 use rlprof_profiler::ProfilerError;
-use serde_yaml::Value;
+use rlprof_profiler::config::{
+    Node, build_plan, load_document, load_document_str, parse_override_value,
+};
+use rlprof_profiler::plan::{Level, Role, Tool};
 
 const BASE: &str = "
 global_profiler:
@@ -23,7 +24,7 @@ trainer:
   n_gpus_per_node: 4
 ";
 
-fn load(ov: &[&str]) -> Result<Value, ProfilerError> {
+fn load(ov: &[&str]) -> Result<Node, ProfilerError> {
     let ov: Vec<String> = ov.iter().map(|s| s.to_string()).collect();
     load_document_str(BASE, "base.yaml", &ov)
 }
@@ -76,7 +77,7 @@ fn add_new_key_with_plus_creates_maps() {
         "actor_rollout_ref.actor.profiler.all_ranks=true",
     ])
     .unwrap();
-    assert_eq!(doc["new"]["key"], Value::String("v".into()));
+    assert_eq!(doc["new"]["key"], Node::Str("v".into()));
     let p = build_plan(&doc).unwrap();
     assert!(p.role(Role::Rollout).unwrap().discrete);
     assert!(!p.role(Role::Actor).unwrap().discrete);
@@ -146,18 +147,21 @@ fn profiler_schema_keys_count_as_existing() {
 
 #[test]
 fn plus_on_existing_key_errors_and_double_plus_sets_either_way() {
-    let v = errors(&["+global_profiler.steps=[1]"]);
+    let v = errors(&["+global_profiler.save_path=/p"]);
     assert!(
-        v[0].contains("already exists") && v[0].contains("++global_profiler.steps=[1]"),
+        v[0].contains("already exists") && v[0].contains("++global_profiler.save_path=/p"),
         "{}",
         v[0]
     );
+    // As in Hydra: a null key counts as absent, and a list or dict value merges either way.
+    let doc = load(&["+global_profiler.steps=[1]", "+global_profiler.tool=npu"]).unwrap();
+    assert_eq!(doc["global_profiler"]["tool"], Node::Str("npu".into()));
     let doc = load(&[
         "++global_profiler.steps=[2]",
         "++global_profiler.max_events=7",
     ])
     .unwrap();
-    assert_eq!(doc["global_profiler"]["max_events"], Value::from(7));
+    assert_eq!(doc["global_profiler"]["max_events"], Node::Int(7));
 }
 
 #[test]
@@ -186,35 +190,35 @@ fn delete_with_tilde() {
 #[test]
 fn value_parsing() {
     let p = |s: &str| parse_override_value(s).unwrap();
-    assert_eq!(p("null"), Value::Null);
-    assert_eq!(p("True"), Value::Bool(true));
-    assert_eq!(p("False"), Value::Bool(false));
-    assert_eq!(p("true"), Value::Bool(true));
-    assert_eq!(p("false"), Value::Bool(false));
-    assert_eq!(p("42"), Value::from(42));
-    assert_eq!(p("-3"), Value::from(-3));
-    assert_eq!(p("1.5"), Value::from(1.5));
+    assert_eq!(p("null"), Node::Null);
+    assert_eq!(p("True"), Node::Bool(true));
+    assert_eq!(p("False"), Node::Bool(false));
+    assert_eq!(p("true"), Node::Bool(true));
+    assert_eq!(p("false"), Node::Bool(false));
+    assert_eq!(p("42"), Node::Int(42));
+    assert_eq!(p("-3"), Node::Int(-3));
+    assert_eq!(p("1.5"), Node::Float(1.5));
     assert_eq!(
         p("[1,2,5]"),
-        Value::Sequence(vec![1.into(), 2.into(), 5.into()])
+        Node::List(vec![Node::Int(1), Node::Int(2), Node::Int(5)])
     );
-    assert_eq!(p("[]"), Value::Sequence(vec![]));
+    assert_eq!(p("[]"), Node::List(vec![]));
     assert_eq!(
         p("[[1,2],[True,null]]"),
-        Value::Sequence(vec![
-            Value::Sequence(vec![1.into(), 2.into()]),
-            Value::Sequence(vec![Value::Bool(true), Value::Null]),
+        Node::List(vec![
+            Node::List(vec![Node::Int(1), Node::Int(2)]),
+            Node::List(vec![Node::Bool(true), Node::Null]),
         ])
     );
     assert_eq!(
         p("[npu,cpu]"),
-        Value::Sequence(vec!["npu".into(), "cpu".into()])
+        Node::List(vec![Node::Str("npu".into()), Node::Str("cpu".into())])
     );
     // Quoted `'True'` is still text, not a boolean.
-    assert_eq!(p("'True'"), Value::String("True".into()));
-    assert_eq!(p("\"hello world\""), Value::String("hello world".into()));
-    assert_eq!(p("level1"), Value::String("level1".into()));
-    assert_eq!(p("/tmp/a b"), Value::String("/tmp/a b".into()));
+    assert_eq!(p("'True'"), Node::Str("True".into()));
+    assert_eq!(p("\"hello world\""), Node::Str("hello world".into()));
+    assert_eq!(p("level1"), Node::Str("level1".into()));
+    assert_eq!(p("/tmp/a b"), Node::Str("/tmp/a b".into()));
     assert!(parse_override_value("[1,2").is_err());
 }
 

@@ -209,6 +209,7 @@ trainer:
   nnodes: 2
   n_gpus_per_node: 2
   project_name: verl_examples
+  experiment_name: gsm8k
   default_local_dir: checkpoints/${trainer.project_name}/${trainer.experiment_name}
 global_profiler:
   _target_: verl.utils.profiler.ProfilerConfig

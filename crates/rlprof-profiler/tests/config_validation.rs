@@ -1,7 +1,7 @@
 //! Validation: every problem is reported with its YAML path, the bad value and the valid values.
 
-use rlprof_profiler::config::{build_plan, load_document, load_document_str};
 use rlprof_profiler::ProfilerError;
+use rlprof_profiler::config::{build_plan, load_document, load_document_str};
 
 /// The problems reported for `yaml` (panics if it is valid).
 fn problems(yaml: &str) -> Vec<String> {
@@ -31,7 +31,9 @@ fn one(yaml: &str, path: &str, needles: &[&str]) -> String {
 const ACTOR: &str = "actor_rollout_ref.actor.profiler";
 
 fn actor(block: &str) -> String {
-    format!("global_profiler: {{tool: npu, steps: [1]}}\nactor_rollout_ref:\n  actor:\n    profiler: {block}\n")
+    format!(
+        "global_profiler: {{tool: npu, steps: [1]}}\nactor_rollout_ref:\n  actor:\n    profiler: {block}\n"
+    )
 }
 
 #[test]
@@ -234,16 +236,23 @@ fn bad_world_size() {
 
 #[test]
 fn continuous_with_discrete_role() {
+    // As verl does: accepted, with one warning that continuity has no effect on discrete roles.
     let yaml = "global_profiler: {steps: [1, 2], profile_continuous_steps: true}
 actor_rollout_ref: {actor: {profiler: {enable: true, all_ranks: true, tool_config: {npu: {discrete: true}}}}}";
-    let v = problems(yaml);
-    // actor, rollout and ref are all discrete (inheritance).
-    assert_eq!(v.len(), 3, "{v:#?}");
-    for m in &v {
-        assert!(m.starts_with("global_profiler.profile_continuous_steps: true requires end-to-end mode (discrete: false)"), "{m}");
-    }
-    assert!(v[0].contains("actor_rollout_ref.actor.profiler"));
-    // A disabled discrete role does not conflict.
+    let doc = load_document_str(yaml, "t", &[]).unwrap();
+    let p = build_plan(&doc).unwrap();
+    let w: Vec<&String> = p
+        .warnings
+        .iter()
+        .filter(|w| w.starts_with("global_profiler.profile_continuous_steps"))
+        .collect();
+    assert_eq!(w.len(), 1, "{:#?}", p.warnings);
+    assert!(
+        w[0].contains("no effect") && w[0].contains("actor, rollout, ref"),
+        "{}",
+        w[0]
+    );
+    // A disabled discrete role does not warn.
     let doc = load_document_str(
         "global_profiler: {tool: npu, steps: [1, 2], profile_continuous_steps: true}
 actor_rollout_ref: {actor: {profiler: {enable: false, tool_config: {npu: {discrete: true}}}}}",
@@ -251,7 +260,13 @@ actor_rollout_ref: {actor: {profiler: {enable: false, tool_config: {npu: {discre
         &[],
     )
     .unwrap();
-    build_plan(&doc).unwrap();
+    assert!(
+        build_plan(&doc)
+            .unwrap()
+            .warnings
+            .iter()
+            .all(|w| !w.contains("no effect"))
+    );
 }
 
 #[test]
@@ -311,20 +326,21 @@ fn three_problems_at_once() {
 actor_rollout_ref: {actor: {profiler: {enable: 'yes', tool_config: {npu: {level: level3}}}}}",
     );
     assert_eq!(v.len(), 4, "{v:#?}");
-    assert!(v
-        .iter()
-        .any(|m| m.starts_with("global_profiler.stpes: unknown key; did you mean 'steps'?")));
-    assert!(v
-        .iter()
-        .any(|m| m.starts_with("global_profiler.steps[0]: 0 is not a valid step")));
-    assert!(v
-        .iter()
-        .any(|m| m.starts_with("actor_rollout_ref.actor.profiler.enable: 'yes' is a string")));
     assert!(
         v.iter()
-            .any(|m| m
-                .starts_with("actor_rollout_ref.actor.profiler.tool_config.npu.level: 'level3'"))
+            .any(|m| m.starts_with("global_profiler.stpes: unknown key; did you mean 'steps'?"))
     );
+    assert!(
+        v.iter()
+            .any(|m| m.starts_with("global_profiler.steps[0]: 0 is not a valid step"))
+    );
+    assert!(
+        v.iter()
+            .any(|m| m.starts_with("actor_rollout_ref.actor.profiler.enable: 'yes' is a string"))
+    );
+    assert!(v.iter().any(|m| {
+        m.starts_with("actor_rollout_ref.actor.profiler.tool_config.npu.level: 'level3'")
+    }));
     // The Display of the error lists them all.
     let doc = load_document_str(
         "global_profiler: {stpes: 1, tool: x, save_path: 3}",

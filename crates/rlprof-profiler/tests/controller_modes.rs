@@ -2,9 +2,9 @@
 
 mod support;
 
+use rlprof_profiler::Profiler;
 use rlprof_profiler::raw::RawSummary;
 use rlprof_profiler::record::{Kind, RangeCat};
-use rlprof_profiler::Profiler;
 use std::collections::BTreeMap;
 use support::*;
 
@@ -65,13 +65,14 @@ fn end_to_end_one_collection_per_step_and_rank_with_role_calls_inside() {
     let mut per: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for c in &done {
         per.entry(rel(c, dir.path())).or_default().push(c.rank);
-        assert!(c
-            .dir
-            .file_name()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .ends_with("_ascend_pt"));
+        assert!(
+            c.dir
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .ends_with("_ascend_pt")
+        );
         assert!(c.dir.is_dir() && c.raw_file.is_file());
         assert_eq!(op_count(c), 40, "4 role calls x 10 ops inside the step");
         assert_eq!(

@@ -4,7 +4,7 @@ mod support;
 
 use rlprof_profiler::raw::{RawReader, RawSummary};
 use rlprof_profiler::record::{Kind, RangeCat};
-use rlprof_profiler::{name, op, NameId, Profiler};
+use rlprof_profiler::{NameId, Profiler, name, op};
 use std::sync::{Arc, Mutex};
 use support::*;
 
@@ -294,7 +294,8 @@ fn sigkill_mid_collection_leaves_a_readable_prefix() {
             break;
         }
     }
-    // SIGKILL: no destructor, no flush at exit
+    // SIGKILL: no destructor, no flush at exit.
+    // SAFETY: kill(2) on the child's pid with a valid signal number; no memory is involved.
     unsafe { libc_kill(child.id() as i32, 9) };
     child.wait().unwrap();
     let raw = find_raw(dir.path()).expect("raw file under the temporary directory");
@@ -313,7 +314,7 @@ fn sigkill_mid_collection_leaves_a_readable_prefix() {
     assert!(s.meta.is_some() && !s.calibrations.is_empty());
 }
 
-extern "C" {
+unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }

@@ -7,7 +7,7 @@ use rlprof_profiler::config::{build_plan, load_document_str};
 use rlprof_profiler::plan::{IterAction, IterKind, RoleCall, Schedule};
 use rlprof_profiler::raw::RawSummary;
 use rlprof_profiler::record::{Kind, RangeCat};
-use rlprof_profiler::{iteration, name, op, phase, CompletedCollection, NameId, Profiler};
+use rlprof_profiler::{CompletedCollection, NameId, Profiler, iteration, name, op, phase};
 use support::*;
 
 fn sched(skip_first: u64, wait: u64, warmup: u64, active: u64, repeat: u64) -> Schedule {
@@ -28,7 +28,9 @@ fn arithmetic_matches_torch_profiler_schedule() {
     use IterAction::*;
     assert_eq!(
         actions,
-        vec![Skip, Skip, Warmup, Record, Record, Skip, Warmup, Record, Record, Skip, Skip, Skip]
+        vec![
+            Skip, Skip, Warmup, Record, Record, Skip, Warmup, Record, Record, Skip, Skip, Skip
+        ]
     );
     assert_eq!(s.recorded_in(12), vec![3, 4, 7, 8]);
     // repeat 0: cycles without end
@@ -43,7 +45,7 @@ fn schedule_longer_than_the_iterations_records_what_exists() {
     assert_eq!(s.recorded_in(1000), (30..=70).collect::<Vec<_>>());
 }
 
-fn doc(extra: &[&str]) -> serde_yaml::Value {
+fn doc(extra: &[&str]) -> rlprof_profiler::config::Node {
     let base = "trainer: {nnodes: 1, n_gpus_per_node: 2}\nglobal_profiler: {tool: npu, steps: [2]}\nactor_rollout_ref:\n  actor:\n    profiler: {enable: true, all_ranks: false, ranks: [0], tool_config: {npu: {discrete: true}}}\n";
     let ov: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     load_document_str(base, "<test>", &ov).unwrap()
@@ -184,18 +186,18 @@ fn scheduled_discrete_rollout_has_exactly_the_scheduled_decode_steps_and_is_5x_s
     p.roles.insert(rlprof_profiler::Role::Actor, actor);
     let scheduled = run(p, 500);
 
-    let gen = |cs: &[CompletedCollection]| {
+    let generation = |cs: &[CompletedCollection]| {
         cs.iter()
             .find(|c| c.role_dir == "rollout_generate")
             .cloned()
             .expect("rollout collection")
     };
-    let (ids_u, ops_u) = contents(&gen(&unscheduled));
+    let (ids_u, ops_u) = contents(&generation(&unscheduled));
     assert!(ids_u.is_empty(), "no schedule: no iteration markers");
     assert_eq!(ops_u["decode_matmul"], 1500);
     assert_eq!(ops_u["prefill"], 1);
 
-    let g = gen(&scheduled);
+    let g = generation(&scheduled);
     let (ids, ops) = contents(&g);
     assert_eq!(ids, (30..=70).collect::<Vec<_>>());
     assert_eq!(ops["decode_matmul"], 41 * 3);
@@ -205,7 +207,7 @@ fn scheduled_discrete_rollout_has_exactly_the_scheduled_decode_steps_and_is_5x_s
     );
     let meta = RawSummary::read(&g.raw_file, false).unwrap().meta.unwrap();
     assert_eq!(meta["schedules"]["rollout"]["schedule"]["skip_first"], 30);
-    let ratio = gen(&unscheduled).bytes as f64 / g.bytes as f64;
+    let ratio = generation(&unscheduled).bytes as f64 / g.bytes as f64;
     assert!(
         ratio >= 5.0,
         "scheduled collection only {ratio:.1}x smaller"

@@ -6,7 +6,7 @@
   var app = document.getElementById('app');
   var COLORS = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac'];
   var TRACK_COLOR = { step: '#90a4ae', phase: '#a1887f', role_call: '#7986cb', iteration: '#ce93d8', user: '#81c784', span: '#aed581',
-    op: '#4e79a7', api: '#76b7b2', runtime: '#bab0ac', kernel: '#e15759', comm: '#f28e2b' };
+    op: '#4e79a7', api: '#76b7b2', runtime: '#bab0ac', kernel: '#e15759', memcpy: '#b07aa1', comm: '#f28e2b' };
 
   function el(tag, text, cls) {
     var e = document.createElement(tag);
@@ -277,12 +277,14 @@
     var s = section('breakdown', 'Per-step breakdown');
     if (!R.breakdown.length) { s.appendChild(el('p', 'no step or role-call ranges found', 'muted')); return; }
     var mode = el('select');
-    ['role calls', 'phases'].forEach(function (m) { var o = el('option', m); o.value = m; mode.appendChild(o); });
+    ['role calls', 'phases', 'device time'].forEach(function (m) { var o = el('option', m); o.value = m; mode.appendChild(o); });
+    // Foreign traces have no role calls: split their steps by device time instead.
+    if (!R.breakdown.some(function (r) { return Object.keys(r.roles).length; })) mode.value = 'device time';
     var ctl = el('div', null, 'controls'); ctl.appendChild(el('span', 'split by:')); ctl.appendChild(mode); s.appendChild(ctl);
     var box = el('div'); s.appendChild(box);
     function draw() {
       box.textContent = '';
-      var key = mode.value === 'phases' ? 'phases' : 'roles', names = [], max = 1;
+      var key = mode.value === 'phases' ? 'phases' : mode.value === 'device time' ? 'device' : 'roles', names = [], max = 1;
       R.breakdown.forEach(function (r) {
         Object.keys(r[key]).forEach(function (k) { if (names.indexOf(k) < 0) names.push(k); });
         max = Math.max(max, r.step_ns || 0, Object.keys(r[key]).reduce(function (a, k) { return a + r[key][k]; }, 0));
@@ -362,10 +364,14 @@
   // ---- memory ----
   function renderMemory() {
     var s = section('memory', 'Memory');
-    if (!R.memory.length) { s.appendChild(el('p', 'no memory events recorded (enable the memory content)', 'muted')); return; }
+    if (!R.memory.length) {
+      var torch = R.inputs.some(function (i) { return i.format === 'torch_trace'; });
+      s.appendChild(el('p', 'no memory events recorded (' + (torch ? 'record them with torch.profiler.profile(profile_memory=True)' : 'enable the memory content') + ')', 'muted'));
+      return;
+    }
     R.memory.forEach(function (m) {
       var inp = R.inputs[m.profile];
-      s.appendChild(el('h3', 'rank ' + m.rank + ' · ' + inp.group + ': peak ' + fmtBytes(m.peak_bytes) + ' at ' + fmtNs(m.peak_t_ns) +
+      s.appendChild(el('h3', 'rank ' + m.rank + ' · ' + inp.group + ' · ' + m.kind + ' memory: peak ' + fmtBytes(m.peak_bytes) + ' at ' + fmtNs(m.peak_since_start_ns) + ' into the profile' +
         ' (' + (m.baseline === 'producer_total' ? 'total allocated as reported' : 'counted from the collection start') + ')'));
       var c = el('canvas'); c.width = 700; c.height = 140; c.className = 'mem-curve'; s.appendChild(c);
       var g = c.getContext('2d'), pts = m.curve;

@@ -3,7 +3,7 @@
 //! the profiler API into a temporary save_path, then times loading, summarising and rendering.
 
 use rlprof_profiler::plan::*;
-use rlprof_profiler::{kernel, name, now, op, phase, NameId, Profiler};
+use rlprof_profiler::{NameId, Profiler, kernel, name, now, op, phase};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -18,6 +18,7 @@ fn plan(save: &std::path::Path) -> ProfilePlan {
         ranks: vec![0],
         tool: Tool::Npu,
         level: Level::Level0,
+        export_type: Default::default(),
         contents: [Content::Npu, Content::Cpu].into_iter().collect(),
         analysis: false,
         discrete: false,
@@ -45,6 +46,7 @@ fn plan(save: &std::path::Path) -> ProfilePlan {
         nsys: NsysOptions::default(),
         torch_memory: TorchMemoryOptions::default(),
         warnings: vec![],
+        verl: Default::default(),
     }
 }
 

@@ -1,15 +1,71 @@
-//! Foreign Ascend profiler output: `*_ascend_pt/ASCEND_PROFILER_OUTPUT/`.
+//! Foreign Ascend profiler output (torch_npu's text layout): `*_ascend_pt/ASCEND_PROFILER_OUTPUT/`,
+//! read the way MindStudio Insight and msprof-analyze read it.
 //!
-//! `trace_view.json` (a bare array of Chrome events; device kernels live in the process named
-//! `Ascend Hardware`, collectives in `Communication`) gives the timeline. Without it, kernels come
-//! from `kernel_details.csv` (`Name`, `Type`, `Start Time(us)`, `Duration(us)`). The per-step
-//! `step_trace_time.csv` and per-type `op_statistic.csv` are shown as tables as found. The rank is
-//! taken from `profiler_info_{rank}.json` in the `*_ascend_pt` directory.
+//! - `trace_view.json` (a bare array of Chrome events) gives the timeline; what its processes
+//!   mean (`Ascend Hardware`, `Communication`, `CANN`, `Overlap Analysis`) is in
+//!   [`crate::processes`]; `ProfilerStep#N` there is a `cpu_op` and still a step.
+//! - Without it, device tasks come from `kernel_details.csv` (`Name`, `Type`, `Accelerator Core`
+//!   or `Task Type`, `Start Time(us)`, `Duration(us)`, `Step Id`, a stream column when present):
+//!   HCCL tasks are communication, not kernels ([`device_track`]).
+//! - `memory_record.csv` (`Component`, `Timestamp(us)`, `Total Allocated(MB)`, `Device Type`)
+//!   gives the device memory curve of torch's allocator (`PTA` rows; MB read as MiB, as
+//!   torch_npu writes them).
+//! - `step_trace_time.csv`, `op_statistic.csv`, `operator_memory.csv` and the per-step
+//!   `communication.json` (flattened to one row per collective) are shown as tables.
+//! - The rank is `profiler_info_{rank}.json`'s (`rank_id`); host and pid come from the
+//!   `{host}_{pid}_{timestamp}_ascend_pt` directory name.
+//!
+//! Another Ascend source (the SQLite layout) feeds the same model through [`device_track`]
+//! and [`memory_from_totals`].
 
 use crate::chrome::{self, Limits};
 use crate::error::ReportError;
-use crate::model::{Event, Profile, SourceFormat, Table, Track, NONE};
+use crate::model::{Event, MemEvent, NONE, Profile, SourceFormat, Table, Track};
 use std::path::Path;
+
+/// The track of an Ascend device task from its name and, when known, its task type /
+/// accelerator core (`AI_CORE`, `AI_VECTOR_CORE`, `HCCL`, `COMMUNICATION`, `MEMCPY_ASYNC`, ...):
+/// collectives as msprof-analyze tells them (`HCCL`/`COMMUNICATION` tasks, names starting with
+/// `hcom`, `hccl`, `lccl`, `lcoc`), copies, or compute kernels.
+pub fn device_track(name: &str, task_type: Option<&str>) -> Track {
+    let ty = task_type.unwrap_or("");
+    let upper_has = |s: &str, w: &str| s.to_ascii_uppercase().contains(w);
+    if ty.eq_ignore_ascii_case("HCCL")
+        || ty.eq_ignore_ascii_case("COMMUNICATION")
+        || chrome::is_comm_name(name)
+    {
+        Track::Comm
+    } else if upper_has(ty, "MEMCPY")
+        || upper_has(ty, "MEMSET")
+        || ["MEMCPY", "MEMSET"]
+            .iter()
+            .any(|p| name.len() >= p.len() && name[..p.len()].eq_ignore_ascii_case(p))
+    {
+        Track::Memcpy
+    } else {
+        Track::Kernel
+    }
+}
+
+/// Memory events from a producer's running totals `(t_ns, total_bytes)` in time order: each
+/// event's delta is the change since the previous total, and the total is the producer's.
+pub fn memory_from_totals(totals: impl IntoIterator<Item = (i64, i64)>) -> Vec<MemEvent> {
+    let mut prev = 0;
+    totals
+        .into_iter()
+        .map(|(t, total)| {
+            let delta = total - prev;
+            prev = total;
+            MemEvent {
+                t,
+                delta,
+                addr: 0,
+                op: NONE,
+                total: Some(total),
+            }
+        })
+        .collect()
+}
 
 /// Loads an `ASCEND_PROFILER_OUTPUT` directory.
 pub fn load_ascend(out_dir: &Path, group: &str, limits: &Limits) -> Result<Profile, ReportError> {
@@ -19,6 +75,9 @@ pub fn load_ascend(out_dir: &Path, group: &str, limits: &Limits) -> Result<Profi
         out_dir.parent().and_then(rank_of).unwrap_or(0),
         group.to_string(),
     );
+    if let Some(pt) = out_dir.parent() {
+        read_profiler_info(pt, &mut p);
+    }
     let trace = out_dir.join("trace_view.json");
     let kernels = out_dir.join("kernel_details.csv");
     if trace.is_file() {
@@ -31,15 +90,194 @@ pub fn load_ascend(out_dir: &Path, group: &str, limits: &Limits) -> Result<Profi
             message: "neither trace_view.json nor kernel_details.csv is present".into(),
         });
     }
-    for name in ["step_trace_time.csv", "op_statistic.csv"] {
+    let record = out_dir.join("memory_record.csv");
+    if record.is_file() {
+        load_memory_record(&record, &mut p, limits)?;
+    }
+    for name in [
+        "step_trace_time.csv",
+        "op_statistic.csv",
+        "operator_memory.csv",
+    ] {
         let f = out_dir.join(name);
         if f.is_file() {
             let t = read_table(&f, limits)?;
             p.tables.push(t);
         }
     }
+    for f in communication_files(out_dir) {
+        p.tables.push(communication_table(&f, limits)?);
+    }
     p.sort();
     Ok(p)
+}
+
+/// `communication.json` and any other `communication*.json` of the directory, sorted.
+fn communication_files(out_dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(out_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|f| {
+            f.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("communication") && n.ends_with(".json"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Rank, world size (where written), host and pid of a `*_ascend_pt` directory.
+fn read_profiler_info(pt_dir: &Path, p: &mut Profile) {
+    let name = pt_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    // {host}_{pid}_{timestamp}_ascend_pt (the host may hold underscores).
+    if let Some((host, pid)) = name
+        .strip_suffix("_ascend_pt")
+        .and_then(|n| n.rsplit_once('_'))
+        .and_then(|(host_pid, _ts)| host_pid.rsplit_once('_'))
+    {
+        p.meta.host = Some(host.to_string());
+        p.meta.pid = Some(pid.to_string());
+    }
+    let info = std::fs::read_dir(pt_dir).ok().and_then(|rd| {
+        rd.flatten().map(|e| e.path()).find(|f| {
+            f.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("profiler_info") && n.ends_with(".json"))
+        })
+    });
+    let Some(v) = info
+        .and_then(|f| std::fs::read(f).ok())
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    else {
+        return;
+    };
+    let num = |k: &str| {
+        v.get(k)
+            .or_else(|| v.get("config").and_then(|c| c.get(k)))
+            .and_then(serde_json::Value::as_u64)
+            .map(|n| n as u32)
+    };
+    if let Some(r) = num("rank_id") {
+        p.rank = r;
+    }
+    p.meta.world_size = num("world_size").or_else(|| num("rank_size"));
+}
+
+/// Number of a cell (`1.5`, `1.5\t`); `None` when empty or not a number.
+fn number(s: &str) -> Option<f64> {
+    s.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// Device memory from `memory_record.csv`: the `PTA` (torch allocator) rows of NPU devices,
+/// or all NPU rows when there is no `PTA` component.
+fn load_memory_record(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), ReportError> {
+    let t = read_table(path, limits)?;
+    let col = |n: &str| t.columns.iter().position(|c| c == n);
+    let (Some(ts), Some(total)) = (col("Timestamp(us)"), col("Total Allocated(MB)")) else {
+        p.notes.push(format!(
+            "{}: no Timestamp(us) / Total Allocated(MB) column; memory not read",
+            path.display()
+        ));
+        return Ok(());
+    };
+    let comp = col("Component");
+    let dev = col("Device Type");
+    fn get(row: &[String], c: Option<usize>) -> &str {
+        c.and_then(|c| row.get(c)).map(String::as_str).unwrap_or("")
+    }
+    let has_pta = t.rows.iter().any(|r| get(r, comp) == "PTA");
+    let mut rows: Vec<(i64, i64)> = t
+        .rows
+        .iter()
+        .filter(|r| !has_pta || get(r, comp) == "PTA")
+        .filter(|r| !get(r, dev).to_ascii_uppercase().starts_with("CPU"))
+        .filter_map(|r| {
+            let t_us = number(get(r, Some(ts)))?;
+            let mb = number(get(r, Some(total)))?;
+            Some(((t_us * 1000.0).round() as i64, (mb * MIB).round() as i64))
+        })
+        .collect();
+    rows.sort_by_key(|r| r.0);
+    p.memory.extend(memory_from_totals(rows));
+    Ok(())
+}
+
+/// Bytes in torch_npu's "MB".
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// `communication.json` (`{step: {collective|p2p: {op: {"Communication Time Info": {...},
+/// "Communication Bandwidth Info": {transport: {...}}}}}}`) as one row per (step, op).
+fn communication_table(path: &Path, limits: &Limits) -> Result<Table, ReportError> {
+    let len = std::fs::metadata(path)
+        .map_err(crate::error::io(path))?
+        .len();
+    if len > limits.max_bytes {
+        return Err(ReportError::Limit {
+            path: path.to_path_buf(),
+            what: "uncompressed size in bytes",
+            limit: limits.max_bytes,
+        });
+    }
+    let bytes = std::fs::read(path).map_err(crate::error::io(path))?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| malformed(path, e))?;
+    let mut rows = Vec::new();
+    let f = |x: Option<&serde_json::Value>| x.and_then(serde_json::Value::as_f64);
+    for (step, kinds) in v.as_object().into_iter().flatten() {
+        for (kind, ops) in kinds.as_object().into_iter().flatten() {
+            for (op, info) in ops.as_object().into_iter().flatten() {
+                let time = info.get("Communication Time Info");
+                let tf = |k: &str| f(time.and_then(|t| t.get(k)));
+                let (mut size_mb, mut transit_ms) = (0.0, 0.0);
+                if let Some(bw) = info
+                    .get("Communication Bandwidth Info")
+                    .and_then(|b| b.as_object())
+                {
+                    for link in bw.values() {
+                        size_mb += f(link.get("Transit Size(MB)")).unwrap_or(0.0);
+                        transit_ms += f(link.get("Transit Time(ms)")).unwrap_or(0.0);
+                    }
+                }
+                let cell = |x: Option<f64>| x.map(|x| format!("{x:.6}")).unwrap_or_default();
+                rows.push(vec![
+                    step.clone(),
+                    kind.clone(),
+                    op.clone(),
+                    cell(tf("Elapse Time(ms)")),
+                    cell(tf("Wait Time(ms)")),
+                    cell(tf("Synchronization Time(ms)")),
+                    cell(tf("Transit Time(ms)")),
+                    cell(Some(size_mb)),
+                    cell((transit_ms > 0.0).then(|| size_mb / transit_ms)),
+                ]);
+            }
+        }
+    }
+    Ok(Table {
+        title: path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        columns: [
+            "Step",
+            "Kind",
+            "Op",
+            "Elapse Time(ms)",
+            "Wait Time(ms)",
+            "Synchronization Time(ms)",
+            "Transit Time(ms)",
+            "Transit Size(MB)",
+            "Bandwidth(GB/s)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    })
 }
 
 /// The rank from `profiler_info_{rank}.json` in the `*_ascend_pt` directory.
@@ -102,19 +340,31 @@ fn cell(b: &[u8]) -> String {
     String::from_utf8_lossy(b).trim().to_string()
 }
 
-/// Kernels from `kernel_details.csv`.
+/// Device tasks from `kernel_details.csv`: one thread per stream (or per accelerator core
+/// when there is no stream column), the `Step Id` values as the steps.
 fn load_kernel_details(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), ReportError> {
     let t = read_table(path, limits)?;
-    let col = |n: &str| t.columns.iter().position(|c| c == n);
-    let (Some(name), Some(start), Some(dur)) =
-        (col("Name"), col("Start Time(us)"), col("Duration(us)"))
-    else {
+    let col = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|n| t.columns.iter().position(|c| c.eq_ignore_ascii_case(n)))
+    };
+    let (Some(name), Some(start), Some(dur)) = (
+        col(&["Name"]),
+        col(&["Start Time(us)"]),
+        col(&["Duration(us)"]),
+    ) else {
         return Err(malformed(
             path,
             "missing one of the columns Name, Start Time(us), Duration(us)",
         ));
     };
-    let us = |s: &str| (s.trim().parse::<f64>().unwrap_or(0.0) * 1000.0).round() as i64;
+    let ty = col(&["Accelerator Core", "Task Type"]);
+    let op_type = col(&["Type"]);
+    let step = col(&["Step Id", "Step ID"]);
+    let stream = col(&["Stream ID", "Stream Id"]);
+    let us = |s: &str| (number(s).unwrap_or(0.0) * 1000.0).round() as i64;
+    let mut lanes: Vec<String> = Vec::new();
     for (i, row) in t.rows.iter().enumerate() {
         if i as u64 >= limits.max_events {
             return Err(ReportError::Limit {
@@ -123,18 +373,40 @@ fn load_kernel_details(path: &Path, p: &mut Profile, limits: &Limits) -> Result<
                 limit: limits.max_events,
             });
         }
-        let get = |c: usize| row.get(c).map(String::as_str).unwrap_or("");
-        let n = p.intern(get(name));
+        let get = |c: Option<usize>| c.and_then(|c| row.get(c)).map(String::as_str).unwrap_or("");
+        let task = get(ty);
+        let mut track = device_track(get(Some(name)), Some(task));
+        if track == Track::Kernel && chrome::is_comm_name(get(op_type)) {
+            track = Track::Comm;
+        }
+        let lane = match stream {
+            Some(_) => format!("Ascend Hardware / Stream {}", get(stream)),
+            None if task.is_empty() => "Ascend Hardware".to_string(),
+            None => format!("Ascend Hardware / {task}"),
+        };
+        let thread = match lanes.iter().position(|l| *l == lane) {
+            Some(t) => t,
+            None => {
+                lanes.push(lane);
+                lanes.len() - 1
+            }
+        } as u32;
+        if let Some(s) = number(get(step)).filter(|s| *s >= 0.0) {
+            p.steps.push(s as u64);
+        }
+        let n = p.intern(get(Some(name)));
         p.events.push(Event {
-            start: us(get(start)),
-            dur: us(get(dur)).max(0),
+            start: us(get(Some(start))),
+            dur: us(get(Some(dur))).max(0),
             name: n,
             detail: NONE,
-            thread: 0,
+            thread,
             depth: 0,
-            track: Track::Kernel,
+            track,
         });
     }
-    p.threads = vec!["Ascend Hardware".into()];
+    p.steps.sort_unstable();
+    p.steps.dedup();
+    p.threads = lanes;
     Ok(())
 }

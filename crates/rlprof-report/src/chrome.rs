@@ -25,7 +25,7 @@
 use crate::error::ReportError;
 use crate::json_reader::{self as json, ErrorKind, RawStr, Reader};
 use crate::model::{
-    Detail, Event, MemEvent, Profile, RawDetails, RawSpan, SourceFormat, Track, NONE, RAW_DETAIL,
+    Detail, Event, MemEvent, NONE, Profile, RAW_DETAIL, RawDetails, RawSpan, SourceFormat, Track,
 };
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -99,12 +99,47 @@ pub fn load_trace(path: &Path, group: &str, limits: &Limits) -> Result<Profile, 
     );
     let rank = rank_from_file_name(path);
     read_into(path, &mut p, limits)?;
-    if p.rank == 0 {
-        if let Some(r) = rank {
-            p.rank = r;
-        }
+    if p.rank == 0
+        && let Some(r) = rank
+    {
+        p.rank = r;
     }
     Ok(p)
+}
+
+/// How much of a file [`holds_trace_events`] looks at.
+const SNIFF_BYTES: u64 = 1 << 20;
+
+/// Whether a `.json` / `.json.gz` file holds Chrome trace events, from its first MiB
+/// (decompressed): an object with a `traceEvents` key, or an array whose first element is an
+/// object with a `ph` or `name` member.
+pub fn holds_trace_events(path: &Path) -> Result<bool, ReportError> {
+    let file = std::fs::File::open(path).map_err(crate::error::io(path))?;
+    let mut head = Vec::new();
+    let gz = path.extension().is_some_and(|e| e == "gz");
+    let read = if gz {
+        flate2::read::MultiGzDecoder::new(file)
+            .take(SNIFF_BYTES)
+            .read_to_end(&mut head)
+    } else {
+        file.take(SNIFF_BYTES).read_to_end(&mut head)
+    };
+    if let Err(e) = read
+        && head.is_empty()
+    {
+        return Err(crate::error::io(path)(e));
+    }
+    let text = String::from_utf8_lossy(&head);
+    let body = text.trim_start_matches(['\u{feff}', ' ', '\n', '\t', '\r']);
+    Ok(if body.starts_with('{') {
+        body.contains("\"traceEvents\"")
+    } else if let Some(rest) = body.strip_prefix('[') {
+        let rest = rest.trim_start();
+        rest.starts_with(']')
+            || (rest.starts_with('{') && (rest.contains("\"ph\"") || rest.contains("\"name\"")))
+    } else {
+        false
+    })
 }
 
 /// Reads the events of a Chrome-trace file into `p`.
@@ -121,6 +156,7 @@ pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), Re
     // pre-faulted with `populate`, which maps every page on this thread: the parallel UTF-8
     // check touches the pages first, on every thread.)
     let map = if len >= MAP_MIN_BYTES {
+        // SAFETY: see above.
         Some(unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(crate::error::io(path))?)
     } else {
         None
@@ -322,6 +358,19 @@ fn top<'a>(
                             let v: serde_json::Value = serde_json::from_str(v)
                                 .map_err(|_| Fail::Shape("distributedInfo is not JSON"))?;
                             st.dist_rank = v.get("rank").and_then(|r| r.as_u64()).map(|r| r as u32);
+                            st.meta.world_size = v
+                                .get("world_size")
+                                .and_then(|r| r.as_u64())
+                                .map(|r| r as u32);
+                        }
+                        "trace_id" | "host_name" => {
+                            let v = r.value(1)?;
+                            let text = json::value_text(v).into_owned();
+                            if key.as_ref() == "trace_id" {
+                                st.meta.trace_id = Some(text);
+                            } else {
+                                st.meta.host = Some(text);
+                            }
                         }
                         _ => {
                             r.value(1)?;
@@ -346,7 +395,7 @@ fn top<'a>(
         _ => {
             return Err(Fail::Json(r.err(
                 "expected a Chrome trace object with traceEvents, or an array of events",
-            )))
+            )));
         }
     }
     r.ws();
@@ -383,6 +432,7 @@ fn events_array<'a>(
         .reserve(sum(|c| c.details.len() + c.specials.len()));
     p.memory.reserve(sum(|c| c.memory.len()));
     st.mem_thread.reserve(sum(|c| c.memory.len()));
+    st.mem_host.reserve(sum(|c| c.memory.len()));
     for c in &chunks {
         st.events += c.count;
         if st.events > limits.max_events {
@@ -425,10 +475,10 @@ fn parse_chunks<'a>(text: &'a str, first: usize, open: u32, cap: u64) -> Vec<Chu
     let mut starts = vec![first];
     for i in 1..n {
         let from = (first + len / n * i).max(*starts.last().expect("non-empty") + 1);
-        if let Some(s) = next_boundary(b, from) {
-            if s > *starts.last().expect("non-empty") {
-                starts.push(s);
-            }
+        if let Some(s) = next_boundary(b, from)
+            && s > *starts.last().expect("non-empty")
+        {
+            starts.push(s);
         }
     }
     let bound = |k: usize| starts.get(k + 1).copied().unwrap_or(usize::MAX);
@@ -754,6 +804,7 @@ struct Chunk<'a> {
     last_next: usize,
     memory: Vec<MemEvent>,
     mem_thread: Vec<u32>,
+    mem_host: Vec<bool>,
     /// Specials with the number of events pushed before each.
     specials: Vec<(usize, Special<'a>)>,
     steps: Vec<u64>,
@@ -785,6 +836,7 @@ impl<'a> Chunk<'a> {
             last_next: 0,
             memory: Vec::with_capacity(guess / 2),
             mem_thread: Vec::with_capacity(guess / 2),
+            mem_host: Vec::with_capacity(guess / 2),
             specials: Vec::new(),
             steps: Vec::new(),
             members: Vec::new(),
@@ -885,6 +937,9 @@ impl<'a> Chunk<'a> {
                 let start = us_to_ns(ev.ts);
                 let dur = us_to_ns(ev.dur).max(0);
                 let cat = ev.cat.map(|c| c.text());
+                if is_whole_trace(cat.as_deref()) {
+                    return;
+                }
                 let track = classify(cat.as_deref(), &name);
                 if track == Track::Step {
                     self.steps.extend(step_number(&name));
@@ -937,7 +992,7 @@ impl<'a> Chunk<'a> {
                 if ev.args.is_none() {
                     return;
                 }
-                let (mut bytes, mut addr, mut total) = (None, None, None);
+                let (mut bytes, mut addr, mut total, mut device) = (None, None, None, None);
                 if ev.args_members {
                     // Of repeated keys the last wins, as in a map.
                     for (k, v) in &self.members {
@@ -945,12 +1000,16 @@ impl<'a> Chunk<'a> {
                             "Bytes" => bytes = Some(*v),
                             "Addr" => addr = Some(*v),
                             "Total Allocated" => total = Some(*v),
+                            "Device Type" => device = Some(*v),
                             _ => {}
                         }
                     }
                 }
                 let t = self.thread(ev.pid, ev.tid);
                 self.mem_thread.push(t);
+                // c10's DeviceType: 0 is the CPU.
+                self.mem_host
+                    .push(device.and_then(json::value_i64) == Some(HOST_DEVICE_TYPE));
                 self.memory.push(MemEvent {
                     t: us_to_ns(ev.ts),
                     delta: bytes.and_then(json::value_i64).unwrap_or(0),
@@ -976,9 +1035,8 @@ impl<'a> Chunk<'a> {
                 };
                 let label = json::value_text(label).into_owned();
                 match name.as_ref() {
-                    "process_name" | "process_labels" => {
-                        self.special(Special::ProcessName(id_text(ev.pid), label))
-                    }
+                    // `process_labels` (`CPU`/`NPU`) labels a process; it is not its name.
+                    "process_name" => self.special(Special::ProcessName(id_text(ev.pid), label)),
                     "thread_name" => {
                         self.special(Special::ThreadName(id_text(ev.pid), id_text(ev.tid), label))
                     }
@@ -1079,9 +1137,13 @@ struct State<'a> {
     thread_names: HashMap<(String, String), String>,
     open: HashMap<u32, Vec<OpenBegin<'a>>>,
     mem_thread: Vec<u32>,
+    /// Per memory event: whether it is host (CPU) memory.
+    mem_host: Vec<bool>,
     steps: Vec<u64>,
     base_ns: Option<u64>,
     dist_rank: Option<u32>,
+    /// Job metadata from the top level (world size, trace id, host).
+    meta: crate::model::JobMeta,
     members: Members<'a>,
     cache: Cache<'a>,
     /// The arena (in `p.raw_details`) of matched `B`/`E` events' raw details, once there is one.
@@ -1174,6 +1236,7 @@ impl<'a> State<'a> {
         p.memory.extend(c.memory);
         self.mem_thread
             .extend(c.mem_thread.iter().map(|&t| tmap[t as usize]));
+        self.mem_host.extend(c.mem_host);
         self.steps.extend(c.steps);
     }
 
@@ -1261,6 +1324,10 @@ impl<'a> State<'a> {
             chunks.iter().map(|c| c.memory.iter().copied()).collect(),
         );
         par_append(
+            &mut self.mem_host,
+            chunks.iter().map(|c| c.mem_host.iter().copied()).collect(),
+        );
+        par_append(
             &mut self.mem_thread,
             (0..chunks.len())
                 .map(|k| {
@@ -1286,6 +1353,9 @@ impl<'a> State<'a> {
         dur: i64,
         args: Option<&'a str>,
     ) {
+        if is_whole_trace(cat) {
+            return;
+        }
         let track = classify(cat, p.str(name));
         if track == Track::Step {
             self.steps.extend(step_number(p.str(name)));
@@ -1329,31 +1399,37 @@ impl<'a> State<'a> {
             process_names,
             thread_names,
             mem_thread,
+            mem_host,
             steps,
             base_ns,
             dist_rank,
+            meta,
             ..
         } = self;
         let proc_of: Vec<&str> = thread_pid
             .iter()
             .map(|pid| process_names.get(pid).map(String::as_str).unwrap_or(""))
             .collect();
-        let proc_of = |t: u32| proc_of.get(t as usize).copied().unwrap_or("");
-        if thread_pid.iter().any(|pid| {
-            process_names
-                .get(pid)
-                .is_some_and(|n| n == "Overlap Analysis")
-        }) {
-            p.events.retain(|e| proc_of(e.thread) != "Overlap Analysis");
+        let mut tid_of = vec![""; thread_pid.len()];
+        for ((pid, tid), t) in &threads {
+            tid_of[*t as usize] = thread_names
+                .get(&(pid.clone(), tid.clone()))
+                .map(String::as_str)
+                .unwrap_or("");
         }
-        for e in p.events.iter_mut() {
-            if e.track == Track::User {
-                match proc_of(e.thread) {
-                    "Ascend Hardware" => e.track = Track::Kernel,
-                    "Communication" => e.track = Track::Comm,
-                    _ => {}
-                }
-            }
+        crate::processes::apply(
+            &mut p.events,
+            &p.strings,
+            |t| proc_of.get(t as usize).copied().unwrap_or(""),
+            |t| tid_of.get(t as usize).copied().unwrap_or(""),
+        );
+        if let Some(pid) = p
+            .events
+            .iter()
+            .find(|e| matches!(e.track, Track::Op | Track::Step))
+            .and_then(|e| thread_pid.get(e.thread as usize))
+        {
+            p.meta.pid = Some(pid.clone());
         }
         let mut names = vec![String::new(); thread_pid.len()];
         for ((pid, tid), t) in &threads {
@@ -1376,7 +1452,30 @@ impl<'a> State<'a> {
         p.steps.sort_unstable();
         p.steps.dedup();
         attribute_memory(p, &mem_thread);
+        split_host_memory(p, &mem_host);
+        let m = &mut p.meta;
+        m.world_size = meta.world_size.or(m.world_size);
+        m.trace_id = meta.trace_id.or(m.trace_id.take());
+        m.host = meta.host.or(m.host.take());
         p.sort();
+    }
+}
+
+/// Moves the memory events marked as host (CPU) memory into [`Profile::host_memory`].
+pub(crate) fn split_host_memory(p: &mut Profile, host: &[bool]) {
+    if !host.iter().any(|&h| h) {
+        return;
+    }
+    let all = std::mem::take(&mut p.memory);
+    for (m, &h) in all
+        .into_iter()
+        .zip(host.iter().chain(std::iter::repeat(&false)))
+    {
+        if h {
+            p.host_memory.push(m);
+        } else {
+            p.memory.push(m);
+        }
     }
 }
 
@@ -1475,40 +1574,100 @@ fn attribute_one(m: &mut MemEvent, before: &[(i64, i64, u32)]) {
         .unwrap_or(NONE);
 }
 
-/// Track of an event from its category and name.
+/// c10's `DeviceType` of the CPU, as written in `[memory]` events' `Device Type`.
+const HOST_DEVICE_TYPE: i64 = 0;
+
+/// Whether an event is the profiler's own whole-trace span (category `Trace`, e.g.
+/// `PyTorch Profiler (0)`): not an op, and dropped so it does not squeeze the timeline.
+pub(crate) fn is_whole_trace(cat: Option<&str>) -> bool {
+    cat.is_some_and(|c| c.eq_ignore_ascii_case("trace"))
+}
+
+/// Track of an event from its category and name. Categories are matched case-insensitively,
+/// with every kineto schema's names: current (`cpu_op`, `kernel`, `gpu_memcpy`, `cuda_runtime`,
+/// ...) and 2021's (`Operator`, `Kernel`, `Memcpy`, `Memset`, `Runtime`). `ProfilerStep#N`
+/// is a step whatever its category (torch_npu writes it as a `cpu_op`).
 pub fn classify(cat: Option<&str>, name: &str) -> Track {
-    match cat.unwrap_or("") {
-        "cpu_op" | "operator" => Track::Op,
-        "user_annotation" => {
-            if name.starts_with("ProfilerStep#") {
-                Track::Step
-            } else if ROLE_CALLS.contains(&name) {
-                Track::RoleCall
-            } else if PHASES.contains(&name) {
-                Track::Phase
-            } else {
-                Track::User
-            }
+    let cat = cat.unwrap_or("");
+    // Today's names first, as written (the common case: no case folding).
+    match cat {
+        "kernel" => return kernel_track(name),
+        "cpu_op" => return op_track(name),
+        "cuda_runtime" | "cuda_driver" => return Track::Api,
+        "gpu_memcpy" | "gpu_memset" => return Track::Memcpy,
+        _ => {}
+    }
+    let is = |c: &str| cat.eq_ignore_ascii_case(c);
+    if name.starts_with("ProfilerStep#") && !is_device_category(cat) {
+        Track::Step
+    } else if is("cpu_op") || is("operator") {
+        Track::Op
+    } else if is("user_annotation") {
+        if ROLE_CALLS.contains(&name) {
+            Track::RoleCall
+        } else if PHASES.contains(&name) {
+            Track::Phase
+        } else {
+            Track::User
         }
-        "cuda_runtime" | "cuda_driver" => Track::Api,
-        "kernel" | "gpu_memcpy" | "gpu_memset" => {
-            if is_comm_name(name) {
-                Track::Comm
-            } else {
-                Track::Kernel
-            }
-        }
-        "python_function" => Track::Span,
-        _ => Track::User,
+    } else if is("cuda_runtime") || is("cuda_driver") || is("runtime") || is("driver") {
+        Track::Api
+    } else if is("kernel") {
+        kernel_track(name)
+    } else if is("gpu_memcpy") || is("gpu_memset") || is("memcpy") || is("memset") {
+        Track::Memcpy
+    } else if is("python_function") || is("python") {
+        Track::Span
+    } else {
+        Track::User
     }
 }
 
-/// NCCL/HCCL collectives by name.
-fn is_comm_name(name: &str) -> bool {
+/// A kernel: a collective by name, else a compute kernel.
+fn kernel_track(name: &str) -> Track {
+    if is_comm_name(name) {
+        Track::Comm
+    } else {
+        Track::Kernel
+    }
+}
+
+/// A host op, or the step when it is `ProfilerStep#N` (torch_npu writes steps as `cpu_op`).
+fn op_track(name: &str) -> Track {
+    if name.starts_with("ProfilerStep#") {
+        Track::Step
+    } else {
+        Track::Op
+    }
+}
+
+/// Categories of device activity (a `ProfilerStep#N` there is the step's GPU-side mirror,
+/// `gpu_user_annotation`, not the step).
+fn is_device_category(cat: &str) -> bool {
+    [
+        "kernel",
+        "gpu_memcpy",
+        "gpu_memset",
+        "memcpy",
+        "memset",
+        "gpu_user_annotation",
+    ]
+    .iter()
+    .any(|c| cat.eq_ignore_ascii_case(c))
+}
+
+/// NCCL/HCCL collectives by name (`nccl*`, `hcom*`, `hccl*`, `lccl*`, `lcoc*`, or `allreduce`
+/// anywhere, case-insensitive).
+pub(crate) fn is_comm_name(name: &str) -> bool {
     // Case-insensitive without lower-casing a copy (this runs for every kernel).
     let b = name.as_bytes();
     let starts = |p: &[u8]| b.len() >= p.len() && b[..p.len()].eq_ignore_ascii_case(p);
-    starts(b"nccl") || starts(b"hcom") || b.windows(9).any(|w| w.eq_ignore_ascii_case(b"allreduce"))
+    starts(b"nccl")
+        || starts(b"hcom")
+        || starts(b"hccl")
+        || starts(b"lccl")
+        || starts(b"lcoc")
+        || b.windows(9).any(|w| w.eq_ignore_ascii_case(b"allreduce"))
 }
 
 /// [`detail_of`] on a parsed value (the reference the raw-text path is tested against).

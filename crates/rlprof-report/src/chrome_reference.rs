@@ -2,10 +2,10 @@
 //! oracle the hand-written reader is checked against: on the same text both must accept or
 //! reject, and build the same profile.
 
-use crate::chrome::{classify, MAX_ARGS_TEXT};
-use crate::model::{Detail, Event, MemEvent, Profile, Track, NONE};
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use crate::chrome::{MAX_ARGS_TEXT, classify};
+use crate::model::{Detail, Event, MemEvent, NONE, Profile, Track};
 use serde::Deserialize;
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::collections::HashMap;
 
 /// Parses a whole Chrome-trace text into `p`.
@@ -60,6 +60,7 @@ struct Sink<'a> {
     thread_names: HashMap<(String, String), String>,
     open: HashMap<u32, Vec<OpenBegin>>,
     mem_thread: Vec<u32>,
+    mem_host: Vec<bool>,
     base_ns: Option<u64>,
     dist_rank: Option<u32>,
 }
@@ -77,6 +78,7 @@ impl<'a> Sink<'a> {
             thread_names: HashMap::new(),
             open: HashMap::new(),
             mem_thread: Vec::new(),
+            mem_host: Vec::new(),
             base_ns: None,
             dist_rank: None,
         }
@@ -142,16 +144,17 @@ impl<'a> Sink<'a> {
         dur: i64,
         args: Option<serde_json::Value>,
     ) {
+        if crate::chrome::is_whole_trace(cat) {
+            return;
+        }
         let track = classify(cat, name);
-        if track == Track::Step {
-            if let Some(n) = name
+        if track == Track::Step
+            && let Some(n) = name
                 .strip_prefix("ProfilerStep#")
                 .and_then(|s| s.parse().ok())
-            {
-                if !self.p.steps.contains(&n) {
-                    self.p.steps.push(n);
-                }
-            }
+            && !self.p.steps.contains(&n)
+        {
+            self.p.steps.push(n);
         }
         let detail = args
             .map(|a| detail_of(track, a))
@@ -175,6 +178,7 @@ impl<'a> Sink<'a> {
         let num = |k: &str| args.get(k).and_then(value_i64);
         let t = self.thread(&ev.pid, &ev.tid);
         self.mem_thread.push(t);
+        self.mem_host.push(num("Device Type") == Some(0));
         self.p.memory.push(MemEvent {
             t: us_to_ns(ev.ts.as_ref()),
             delta: num("Bytes").unwrap_or(0),
@@ -192,7 +196,7 @@ impl<'a> Sink<'a> {
             .map(value_text);
         let Some(label) = label else { return };
         match name {
-            "process_name" | "process_labels" => {
+            "process_name" => {
                 self.process_names.insert(id_text(&ev.pid), label);
             }
             "thread_name" => {
@@ -213,6 +217,7 @@ impl<'a> Sink<'a> {
             process_names,
             thread_names,
             mem_thread,
+            mem_host,
             base_ns,
             dist_rank,
             ..
@@ -223,16 +228,15 @@ impl<'a> Sink<'a> {
                 .map(String::as_str)
                 .unwrap_or("")
         };
-        p.events.retain(|e| proc_of(e.thread) != "Overlap Analysis");
-        for e in p.events.iter_mut() {
-            if e.track == Track::User {
-                match proc_of(e.thread) {
-                    "Ascend Hardware" => e.track = Track::Kernel,
-                    "Communication" => e.track = Track::Comm,
-                    _ => {}
-                }
-            }
-        }
+        let tid_of = |t: u32| {
+            threads
+                .iter()
+                .find(|(_, n)| **n == t)
+                .and_then(|(k, _)| thread_names.get(k))
+                .map(String::as_str)
+                .unwrap_or("")
+        };
+        crate::processes::apply(&mut p.events, &p.strings, proc_of, tid_of);
         let mut names = vec![String::new(); thread_pid.len()];
         for ((pid, tid), t) in &threads {
             let proc_name = process_names
@@ -252,6 +256,7 @@ impl<'a> Sink<'a> {
         }
         p.steps.sort_unstable();
         attribute_memory(p, &mem_thread);
+        crate::chrome::split_host_memory(p, &mem_host);
         p.sort();
     }
 }

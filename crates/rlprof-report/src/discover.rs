@@ -1,13 +1,17 @@
 //! Finding inputs under a path: a `save_path`, a step directory, one collection, one raw file,
-//! a PyTorch trace file or a directory of them, or an Ascend `*_ascend_pt` directory.
+//! a Chrome trace file or a directory of them, or an Ascend `*_ascend_pt` directory.
 //!
 //! A collection directory (one holding `rlprof_raw/`) is read from its raw files only; files the
-//! exporters wrote beside them are not read again. Files that look like inputs but cannot be read
-//! are listed in [`Loaded::skipped`] with the reason; the rest is loaded.
+//! exporters wrote beside them are not read again. A directory that one of [`DIR_SOURCES`]
+//! recognises is loaded whole by it. Every `*.json` / `*.json.gz` holding trace events is a
+//! Chrome trace whatever its name (`trace.json`, `rank-0.json.gz`, `*.pt.trace.json`); other
+//! JSON is ignored with a note. Files that look like inputs but cannot be read are listed in
+//! [`Loaded::skipped`] with the reason; the rest is loaded. The same trace found twice (e.g. as
+//! `.json` and `.json.gz`) is counted once, with a note.
 
+use crate::Limits;
 use crate::error::ReportError;
 use crate::model::{Loaded, Skipped};
-use crate::Limits;
 use std::path::{Path, PathBuf};
 
 /// Deepest directory level searched below the given path.
@@ -24,6 +28,7 @@ pub fn load(path: &Path, limits: &Limits) -> Result<Loaded, ReportError> {
     }
     out.profiles
         .sort_by(|a, b| (&a.group, a.rank, &a.source).cmp(&(&b.group, b.rank, &b.source)));
+    drop_duplicates(&mut out);
     if out.profiles.is_empty() {
         let detail = out
             .skipped
@@ -50,12 +55,9 @@ fn walk(
         load_collection(root, dir, &raw, out);
         return Ok(());
     }
-    if dir
-        .file_name()
-        .is_some_and(|n| n == "ASCEND_PROFILER_OUTPUT")
-    {
+    if let Some(source) = DIR_SOURCES.iter().find(|s| (s.matches)(dir)) {
         let group = group_of_dir(root, dir.parent().unwrap_or(dir));
-        match crate::ascend::load_ascend(dir, &group, limits) {
+        match (source.load)(dir, &group, limits) {
             Ok(p) => out.profiles.push(p),
             Err(e) => skip(out, dir, e.to_string()),
         }
@@ -81,6 +83,79 @@ fn walk(
         }
     }
     Ok(())
+}
+
+/// A directory loaded whole by one loader (found by [`walk`]); add a source here.
+pub struct DirSource {
+    /// What it reads (for messages).
+    pub what: &'static str,
+    /// Whether the directory is one.
+    pub matches: fn(&Path) -> bool,
+    /// Loads it (the directory, its group label, the limits).
+    pub load: fn(&Path, &str, &Limits) -> Result<crate::model::Profile, ReportError>,
+}
+
+/// The directory sources, tried in order.
+pub const DIR_SOURCES: &[DirSource] = &[DirSource {
+    what: "Ascend profiler output (DB or text layout)",
+    matches: |d| d.file_name().is_some_and(|n| n == "ASCEND_PROFILER_OUTPUT"),
+    load: load_ascend_output,
+}];
+
+/// An `ASCEND_PROFILER_OUTPUT` directory: torch_npu's DB layout when it holds a
+/// `ascend_pytorch_profiler_{rank}.db`, the text layout otherwise.
+fn load_ascend_output(
+    dir: &Path,
+    group: &str,
+    limits: &Limits,
+) -> Result<crate::model::Profile, ReportError> {
+    match crate::ascend_db::find_db(dir) {
+        Some(db) => crate::ascend_db::load_db(&db, group, limits),
+        None => crate::ascend::load_ascend(dir, group, limits),
+    }
+}
+
+/// Keeps one of each set of profiles that hold the same trace (same content fingerprint),
+/// with a note naming the copies.
+fn drop_duplicates(out: &mut Loaded) {
+    let mut seen: std::collections::HashMap<u64, PathBuf> = std::collections::HashMap::new();
+    let mut notes = Vec::new();
+    out.profiles.retain(|p| {
+        let f = fingerprint(p);
+        match seen.get(&f) {
+            Some(first) => {
+                notes.push(format!(
+                    "{} holds the same trace as {}: counted once",
+                    p.source.display(),
+                    first.display()
+                ));
+                false
+            }
+            None => {
+                seen.insert(f, p.source.clone());
+                true
+            }
+        }
+    });
+    out.notes.extend(notes);
+}
+
+/// A hash of what a profile holds (format, rank, trace id, time base, every event's track,
+/// name, start and duration, every memory event): equal for two copies of one trace.
+fn fingerprint(p: &crate::model::Profile) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    (p.format as u8, p.rank, &p.meta.trace_id, p.origin_ns).hash(&mut h);
+    (p.events.len(), p.memory.len(), p.host_memory.len()).hash(&mut h);
+    p.strings.hash(&mut h);
+    for e in &p.events {
+        // Names by number: interning numbers them in file order, so copies number alike.
+        (e.track as u8, e.name, e.start, e.dur).hash(&mut h);
+    }
+    for m in p.memory.iter().chain(&p.host_memory) {
+        (m.t, m.delta, m.addr).hash(&mut h);
+    }
+    h.finish()
 }
 
 /// A collection: every `rank_*.rlraw` of its `rlprof_raw/`.
@@ -144,16 +219,29 @@ fn load_file(path: &Path, group: &str, limits: &Limits, out: &mut Loaded, explic
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let is_json = fname.ends_with(".json") || fname.ends_with(".json.gz");
     let res = if fname.ends_with(".rlraw") {
         crate::raw_input::load_raw(path, group)
-    } else if is_torch_trace(&fname)
-        || (explicit && (fname.ends_with(".json") || fname.ends_with(".json.gz")))
-    {
+    } else if crate::ascend_db::is_db_name(&fname) {
+        crate::ascend_db::load_db(path, group, limits)
+    } else if is_json && (explicit || is_torch_trace(&fname)) {
         crate::chrome::load_trace(path, group, limits)
+    } else if is_json {
+        match crate::chrome::holds_trace_events(path) {
+            Ok(true) => crate::chrome::load_trace(path, group, limits),
+            Ok(false) => {
+                out.notes.push(format!(
+                    "ignored {}: JSON without trace events",
+                    path.display()
+                ));
+                return;
+            }
+            Err(e) => Err(e),
+        }
     } else if explicit {
         Err(ReportError::Malformed {
             path: path.to_path_buf(),
-            message: "unknown file type (expected *.rlraw or *.pt.trace.json[.gz])".into(),
+            message: "unknown file type (expected *.rlraw or a Chrome trace *.json[.gz])".into(),
         })
     } else {
         return;

@@ -30,7 +30,9 @@ pub enum ReportError {
         message: String,
     },
     /// A foreign file is past one of the documented input limits ([`crate::Limits`]).
-    #[error("{path}: {what} exceeds the limit of {limit} (see rlprof-report's Limits; the data was not loaded)")]
+    #[error(
+        "{path}: {what} exceeds the limit of {limit} (see rlprof-report's Limits; the data was not loaded)"
+    )]
     Limit {
         /// The file.
         path: PathBuf,
@@ -40,7 +42,9 @@ pub enum ReportError {
         limit: u64,
     },
     /// Nothing under the given path could be loaded.
-    #[error("{path}: no rlprof collection, PyTorch trace (*.pt.trace.json[.gz]) or Ascend profiler directory (*_ascend_pt) found{detail}")]
+    #[error(
+        "{path}: no rlprof collection, Chrome trace (*.json[.gz] with trace events) or Ascend profiler directory (*_ascend_pt) found{detail}"
+    )]
     NothingFound {
         /// The path given.
         path: PathBuf,

@@ -9,9 +9,9 @@
 //! busy-time histogram of all its events, drawn beneath the kept ones, so dense regions stay
 //! visible at every zoom. The browser merges sub-pixel events per pixel column when drawing.
 
-use crate::model::{Detail, Event, Profile, Track, NONE};
-use crate::summary::Report;
 use crate::ReportError;
+use crate::model::{Detail, Event, NONE, Profile, Track};
+use crate::summary::Report;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -282,7 +282,8 @@ fn fill_events(t: &mut TimelineProfile, p: &Profile, order: &[usize], lane: &[u3
         let base = if prev.0 == l { prev.1 } else { 0 };
         prev = (l, e.start);
         let n = *names.entry(e.name).or_insert_with(|| {
-            t.strings.push(p.str(e.name).to_string());
+            t.strings
+                .push(crate::model::display_name(p.str(e.name)).into_owned());
             (t.strings.len() - 1) as u32
         });
         let x = match decoded {

@@ -51,7 +51,7 @@ pub(crate) struct RawStr<'a> {
 impl<'a> RawStr<'a> {
     /// The decoded string (borrowed when it holds no escape).
     #[inline]
-    pub fn text(&self) -> Cow<'a, str> {
+    pub(crate) fn text(&self) -> Cow<'a, str> {
         if self.escaped {
             Cow::Owned(unescape(self.raw))
         } else {
@@ -73,7 +73,7 @@ pub(crate) struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// A reader at offset `pos` of `text`.
-    pub fn new(text: &'a str, pos: usize) -> Reader<'a> {
+    pub(crate) fn new(text: &'a str, pos: usize) -> Reader<'a> {
         Reader {
             text,
             b: text.as_bytes(),
@@ -82,7 +82,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The whole text.
-    pub fn text(&self) -> &'a str {
+    pub(crate) fn text(&self) -> &'a str {
         self.text
     }
 
@@ -90,7 +90,7 @@ impl<'a> Reader<'a> {
     /// reader has read began (slicing a `str` checks both ends for a character boundary,
     /// which showed in profiles, one call per field).
     #[inline(always)]
-    pub fn since(&self, start: usize) -> &'a str {
+    pub(crate) fn since(&self, start: usize) -> &'a str {
         assert!(start <= self.pos && self.pos <= self.b.len());
         debug_assert!(self.text.is_char_boundary(start) && self.text.is_char_boundary(self.pos));
         // SAFETY: in bounds (checked above). Both ends are character boundaries: `start` is
@@ -101,7 +101,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An error at the current position.
-    pub fn err(&self, what: &'static str) -> Error {
+    pub(crate) fn err(&self, what: &'static str) -> Error {
         Error {
             offset: self.pos,
             kind: ErrorKind::Syntax(what),
@@ -110,7 +110,7 @@ impl<'a> Reader<'a> {
 
     /// Skips JSON whitespace.
     #[inline(always)]
-    pub fn ws(&mut self) {
+    pub(crate) fn ws(&mut self) {
         // Usually there is none: one comparison (every whitespace byte is <= b' ').
         if self.b.get(self.pos).is_some_and(|&c| c > b' ') {
             return;
@@ -122,13 +122,13 @@ impl<'a> Reader<'a> {
 
     /// The byte at the cursor.
     #[inline(always)]
-    pub fn peek(&self) -> Option<u8> {
+    pub(crate) fn peek(&self) -> Option<u8> {
         self.b.get(self.pos).copied()
     }
 
     /// Consumes `c` (no whitespace skipped) or fails with `what`.
     #[inline(always)]
-    pub fn eat(&mut self, c: u8, what: &'static str) -> Result<()> {
+    pub(crate) fn eat(&mut self, c: u8, what: &'static str) -> Result<()> {
         if self.peek() == Some(c) {
             self.pos += 1;
             Ok(())
@@ -147,7 +147,7 @@ impl<'a> Reader<'a> {
 
     /// Checks that one more container may open inside `open` open ones.
     #[inline(always)]
-    pub fn open(&self, open: u32) -> Result<()> {
+    pub(crate) fn open(&self, open: u32) -> Result<()> {
         if open + 1 >= MAX_DEPTH {
             Err(Error {
                 offset: self.pos,
@@ -160,7 +160,7 @@ impl<'a> Reader<'a> {
 
     /// Reads a string; the cursor is at its opening quote.
     #[inline(always)]
-    pub fn string(&mut self) -> Result<RawStr<'a>> {
+    pub(crate) fn string(&mut self) -> Result<RawStr<'a>> {
         self.eat(b'"', "expected a string")?;
         let start = self.pos;
         let mut escaped = false;
@@ -193,7 +193,7 @@ impl<'a> Reader<'a> {
                     self.escape()?;
                 }
                 Some(c) if c < 0x20 => {
-                    return Err(self.err("control character (\\u0000-\\u001F) in a string"))
+                    return Err(self.err("control character (\\u0000-\\u001F) in a string"));
                 }
                 Some(_) => self.pos += 1,
             }
@@ -270,7 +270,7 @@ impl<'a> Reader<'a> {
 
     /// Reads a number; the cursor is at its first byte.
     #[inline(always)]
-    pub fn number(&mut self) -> Result<&'a str> {
+    pub(crate) fn number(&mut self) -> Result<&'a str> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
@@ -325,7 +325,7 @@ impl<'a> Reader<'a> {
 
     /// Reads `null` if it is next (after whitespace).
     #[inline(always)]
-    pub fn null(&mut self) -> Result<bool> {
+    pub(crate) fn null(&mut self) -> Result<bool> {
         self.ws();
         if self.peek() == Some(b'n') {
             self.literal(b"null")?;
@@ -337,7 +337,7 @@ impl<'a> Reader<'a> {
 
     /// Reads an object key and its colon (whitespace before both skipped).
     #[inline(always)]
-    pub fn key(&mut self) -> Result<RawStr<'a>> {
+    pub(crate) fn key(&mut self) -> Result<RawStr<'a>> {
         self.ws();
         if self.peek() != Some(b'"') {
             return Err(self.eof_or("expected a string key"));
@@ -350,7 +350,7 @@ impl<'a> Reader<'a> {
 
     /// Reads and validates one value inside `open` open containers; returns its text.
     #[inline]
-    pub fn value(&mut self, open: u32) -> Result<&'a str> {
+    pub(crate) fn value(&mut self, open: u32) -> Result<&'a str> {
         self.ws();
         let start = self.pos;
         match self.peek() {
@@ -437,7 +437,7 @@ impl<'a> Reader<'a> {
 
     /// The members of an object whose text was already validated by [`Reader::value`]:
     /// calls `f(key, value text)` for each, in order. Fails if `self` is not at an object.
-    pub fn members(&mut self, mut f: impl FnMut(RawStr<'a>, &'a str)) -> Result<()> {
+    pub(crate) fn members(&mut self, mut f: impl FnMut(RawStr<'a>, &'a str)) -> Result<()> {
         self.ws();
         self.eat(b'{', "expected an object")?;
         self.ws();
@@ -462,7 +462,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The elements of an array already validated by [`Reader::value`].
-    pub fn elements(&mut self, mut f: impl FnMut(&'a str)) -> Result<()> {
+    pub(crate) fn elements(&mut self, mut f: impl FnMut(&'a str)) -> Result<()> {
         self.ws();
         self.eat(b'[', "expected an array")?;
         self.ws();

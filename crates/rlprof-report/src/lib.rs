@@ -1,7 +1,7 @@
 //! rlprof-report: one view of where the time and memory of an RL post-training step go.
 //!
 //! Data flows one way: inputs ([`raw_input`] for our raw files, [`chrome`] for PyTorch Chrome
-//! traces, [`ascend`] for Ascend profiler output directories, found by [`discover`]) ->
+//! traces, [`ascend`] for Ascend profiler output directories (text layout; [`ascend_db`] for the DB layout), found by [`discover`]) ->
 //! the [`model`] (profiles of timeline events and memory events) -> [`summary`] (the numbers:
 //! per-step breakdown, top ops, memory peak, communication, comparison) -> renderers
 //! ([`render_text`], [`render_json`], [`html`]).
@@ -13,23 +13,28 @@
 //! ```
 
 pub mod ascend;
+pub mod ascend_db;
 pub mod chrome;
 #[cfg(test)]
 mod chrome_reference;
+pub mod coverage;
+pub mod device;
 pub mod discover;
 pub mod error;
 pub mod html;
+pub mod jobs;
 mod json_reader;
 pub mod model;
+pub mod processes;
 pub mod raw_input;
 pub mod summary;
 mod text;
-pub use html::{render_html, HtmlOptions};
+pub use html::{HtmlOptions, render_html};
 
 pub use chrome::Limits;
 pub use discover::load;
 pub use error::ReportError;
-pub use summary::{compare, summarise, Report};
+pub use summary::{Report, compare, summarise};
 pub use text::render_text;
 
 /// The report as pretty JSON (the same numbers as the text and HTML forms).

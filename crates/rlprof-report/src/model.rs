@@ -36,15 +36,17 @@ pub enum Track {
     User,
     /// A `tracing` span or a Python function.
     Span,
-    /// A device kernel (or memcpy/memset).
+    /// A device compute kernel.
     Kernel,
+    /// A device copy or set (memcpy/memset, DMA).
+    Memcpy,
     /// A communication op.
     Comm,
 }
 
 impl Track {
     /// Every track, in display order.
-    pub const ALL: [Track; 11] = [
+    pub const ALL: [Track; 12] = [
         Track::Step,
         Track::Phase,
         Track::RoleCall,
@@ -55,6 +57,7 @@ impl Track {
         Track::Api,
         Track::Runtime,
         Track::Kernel,
+        Track::Memcpy,
         Track::Comm,
     ];
 
@@ -71,6 +74,7 @@ impl Track {
             Track::User => "user",
             Track::Span => "span",
             Track::Kernel => "kernel",
+            Track::Memcpy => "memcpy",
             Track::Comm => "comm",
         }
     }
@@ -81,6 +85,11 @@ impl Track {
             self,
             Track::Step | Track::Phase | Track::RoleCall | Track::Iteration
         )
+    }
+
+    /// Whether the track holds device activity (kernels, copies, collectives).
+    pub fn is_device(self) -> bool {
+        matches!(self, Track::Kernel | Track::Memcpy | Track::Comm)
     }
 
     /// Whether events of this track appear in the top-ops table.
@@ -231,6 +240,27 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
+/// What a producer says about the job a profile belongs to (every field may be absent); used
+/// to group profiles into jobs ([`crate::jobs`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct JobMeta {
+    /// Ranks in the job (`distributedInfo.world_size`, Ascend's `profiler_info` `rank_size`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
+    /// The producer's trace id (one per recorded trace: the same id twice is the same trace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// Host name, when written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The process that recorded the host side (the pid of the first host op).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<String>,
+    /// A run identifier given by the producer (rlprof: the save path of the run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+}
+
 /// One (collection, rank) or one foreign trace file.
 #[derive(Debug, Clone, Serialize)]
 pub struct Profile {
@@ -249,8 +279,12 @@ pub struct Profile {
     /// Interned strings.
     #[serde(skip)]
     pub strings: Vec<String>,
+    /// String index by hash (the string itself is kept once, in `strings`).
     #[serde(skip)]
-    index: HashMap<String, u32>,
+    index: HashMap<u64, u32>,
+    /// Strings whose hash another string already has.
+    #[serde(skip)]
+    collisions: HashMap<String, u32>,
     /// Events, any order.
     #[serde(skip)]
     pub events: Vec<Event>,
@@ -260,9 +294,15 @@ pub struct Profile {
     /// Details kept as source text, referenced with [`RAW_DETAIL`].
     #[serde(skip)]
     pub raw_details: RawDetails,
-    /// Memory events in time order.
+    /// Device memory events (or the only memory events, when the producer does not say which
+    /// device), in time order.
     #[serde(skip)]
     pub memory: Vec<MemEvent>,
+    /// Host (CPU) memory events, in time order; never added to [`Profile::memory`].
+    #[serde(skip)]
+    pub host_memory: Vec<MemEvent>,
+    /// What the producer says about the job.
+    pub meta: JobMeta,
     /// Names of threads/streams, by thread number.
     #[serde(skip)]
     pub threads: Vec<String>,
@@ -284,25 +324,41 @@ impl Profile {
             origin_ns: 0,
             strings: Vec::new(),
             index: HashMap::new(),
+            collisions: HashMap::new(),
             events: Vec::new(),
             details: Vec::new(),
             raw_details: RawDetails::default(),
             memory: Vec::new(),
+            host_memory: Vec::new(),
+            meta: JobMeta::default(),
             threads: Vec::new(),
             tables: Vec::new(),
             notes: Vec::new(),
         }
     }
 
-    /// Interns a string.
+    /// Interns a string (kept once: the index holds its hash, not a copy).
     pub fn intern(&mut self, s: &str) -> u32 {
-        if let Some(&i) = self.index.get(s) {
-            return i;
+        use std::hash::BuildHasher;
+        let h = rustc_hash::FxBuildHasher.hash_one(s);
+        match self.index.get(&h) {
+            Some(&i) if self.strings[i as usize] == s => i,
+            Some(_) => {
+                if let Some(&i) = self.collisions.get(s) {
+                    return i;
+                }
+                let i = self.strings.len() as u32;
+                self.strings.push(s.to_string());
+                self.collisions.insert(s.to_string(), i);
+                i
+            }
+            None => {
+                let i = self.strings.len() as u32;
+                self.strings.push(s.to_string());
+                self.index.insert(h, i);
+                i
+            }
         }
-        let i = self.strings.len() as u32;
-        self.strings.push(s.to_string());
-        self.index.insert(s.to_string(), i);
-        i
     }
 
     /// The string at an index (empty for [`NONE`] or out of range).
@@ -363,8 +419,10 @@ impl Profile {
             }
             self.events = out;
         }
-        if !self.memory.is_sorted_by_key(|m| m.t) {
-            self.memory.sort_by_key(|m| m.t);
+        for mem in [&mut self.memory, &mut self.host_memory] {
+            if !mem.is_sorted_by_key(|m| m.t) {
+                mem.sort_by_key(|m| m.t);
+            }
         }
     }
 
@@ -380,12 +438,25 @@ impl Profile {
             lo = lo.min(m.t);
             hi = hi.max(m.t);
         }
-        if lo > hi {
-            (0, 0)
-        } else {
-            (lo, hi)
-        }
+        if lo > hi { (0, 0) } else { (lo, hi) }
     }
+}
+
+/// Longest name shown (bytes); longer names are clipped for display by [`display_name`], the
+/// full name is kept once in [`Profile::strings`].
+pub const MAX_NAME_DISPLAY: usize = 1024;
+
+/// A name as shown in tables and the timeline: clipped to [`MAX_NAME_DISPLAY`] bytes, with the
+/// full length said.
+pub fn display_name(s: &str) -> Cow<'_, str> {
+    if s.len() <= MAX_NAME_DISPLAY {
+        return Cow::Borrowed(s);
+    }
+    let mut cut = MAX_NAME_DISPLAY;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Cow::Owned(format!("{}… ({} bytes)", &s[..cut], s.len()))
 }
 
 /// An input that was not loaded, with the reason.
@@ -404,6 +475,8 @@ pub struct Loaded {
     pub profiles: Vec<Profile>,
     /// Inputs skipped.
     pub skipped: Vec<Skipped>,
+    /// Remarks on what was found (files ignored as not profiles, duplicates counted once).
+    pub notes: Vec<String>,
 }
 
 #[cfg(test)]
@@ -441,7 +514,7 @@ mod tests {
                     detail: NONE,
                     thread: 0,
                     depth: 0,
-                    track: Track::ALL[rand(11) as usize],
+                    track: Track::ALL[rand(Track::ALL.len() as u64) as usize],
                 });
                 p.memory.push(MemEvent {
                     t: if sorted_tracks {

@@ -9,9 +9,16 @@
 //! - a step row's role/phase times are the overlap of the role-call/phase ranges with the step
 //!   range; `other_ns` is the step time not covered by any role call;
 //! - memory without a producer-reported total is counted from 0 at the collection start;
-//! - a collective's bandwidth is bytes / (duration − wait), empty when bytes or wait are unknown.
+//! - a collective's bandwidth is bytes / (duration − wait), empty when bytes or wait are unknown;
+//! - profiles are grouped into jobs ([`crate::jobs`]); step rows, op rows and the top table are
+//!   per job, so nothing is summed or compared across jobs; the device figures per job and rank
+//!   are defined in [`crate::device`].
 
-use crate::model::{Event, Loaded, Profile, Skipped, SourceFormat, Table, Track, NONE};
+use crate::device::{Device, Figures, KernelType, Overlap, Temporal};
+use crate::jobs::JobGroup;
+use crate::model::{
+    Event, Loaded, MemEvent, NONE, Profile, Skipped, SourceFormat, Table, Track, display_name,
+};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -25,6 +32,8 @@ pub const MAX_CURVE_POINTS: usize = 1000;
 /// The report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// Jobs, each with its ranks' files, device figures and steps.
+    pub jobs: Vec<JobReport>,
     /// What was loaded.
     pub inputs: Vec<Input>,
     /// What was skipped and why.
@@ -39,11 +48,70 @@ pub struct Report {
     pub memory: Vec<MemSummary>,
     /// Communication per (profile, op name).
     pub comm: Vec<CommRow>,
+    /// Op coverage per (profile, role call) ([`crate::coverage`]).
+    pub coverage: Vec<crate::coverage::CoverageRow>,
     /// Remarks on the report itself (rows cut, ...).
     pub notes: Vec<String>,
     /// The diff against a second report, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compare: Option<Comparison>,
+}
+
+/// One job ([`crate::jobs`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct JobReport {
+    /// `job1`, `job2`, ...
+    pub id: String,
+    /// Declared world size, or the number of ranks found.
+    pub world_size: u32,
+    /// Whether the producer declared the world size.
+    pub world_size_declared: bool,
+    /// The producers' format.
+    pub format: SourceFormat,
+    /// What identifies the job.
+    pub key: String,
+    /// Its ranks, by rank.
+    pub ranks: Vec<RankReport>,
+}
+
+/// One rank of a job.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankReport {
+    /// Rank.
+    pub rank: u32,
+    /// Its input files (or directories).
+    pub files: Vec<PathBuf>,
+    /// Input indices.
+    pub profiles: Vec<usize>,
+    /// Device time ([`crate::device`]).
+    pub device: Device,
+    /// Steps, in order.
+    pub steps: Vec<StepDur>,
+    /// HTA's temporal breakdown.
+    pub temporal: Temporal,
+    /// HTA's communication/computation overlap.
+    pub overlap: Overlap,
+    /// HTA's kernel breakdown by type.
+    pub kernel_types: Vec<KernelType>,
+}
+
+/// A step's duration (empty when the step is known only by number, e.g. Ascend's `Step Id`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StepDur {
+    /// The step number (`ProfilerStep#N`'s N), or its label when it is not a number.
+    pub step: StepId,
+    /// Duration of the step's range.
+    pub dur_ns: Option<u64>,
+}
+
+/// A step number, or a label.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(untagged)]
+pub enum StepId {
+    /// `ProfilerStep#N`.
+    Number(u64),
+    /// Anything else.
+    Label(String),
 }
 
 /// One loaded input.
@@ -76,6 +144,8 @@ pub struct Input {
 /// Time split of one step on one rank.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct StepRow {
+    /// Job id.
+    pub job: String,
     /// Run: the part of the group before the step (`step1/e2e` -> `step1`'s parent run is "").
     pub run: String,
     /// Step label (`1`, or `1-2` for a collection of several steps without step markers).
@@ -90,6 +160,9 @@ pub struct StepRow {
     pub roles: BTreeMap<String, u64>,
     /// Time per phase.
     pub phases: BTreeMap<String, u64>,
+    /// Device time inside the step (empty without a step range): `kernel`, `comm`, `memcpy`
+    /// (each the union of that type's activity within the step) and `idle` (no device activity).
+    pub device: BTreeMap<String, u64>,
     /// Step time outside every role call (empty without a step duration).
     pub other_ns: Option<u64>,
     /// GRPO/DAPO split: rollout (`generate_sequences`), log-prob (`compute_log_prob` +
@@ -110,9 +183,11 @@ impl StepRow {
     }
 }
 
-/// Op statistics for one (track, name, rank, role).
+/// Op statistics for one (job, track, name, rank, role).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct OpRow {
+    /// Job id.
+    pub job: String,
     /// Track.
     pub kind: Track,
     /// Name.
@@ -131,9 +206,11 @@ pub struct OpRow {
     pub max_ns: u64,
 }
 
-/// Op statistics for one (track, name) over everything.
+/// Op statistics for one (job, track, name) over the job's ranks and roles.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TopRow {
+    /// Job id.
+    pub job: String,
     /// Track.
     pub kind: Track,
     /// Name.
@@ -148,15 +225,17 @@ pub struct TopRow {
     pub mean_ns: u64,
     /// Longest call.
     pub max_ns: u64,
-    /// Share of the self time of all events of the same track (0..1).
+    /// Share of the self time of all events of the same track in the job (0..1).
     pub share: f64,
 }
 
-/// Memory of one profile.
+/// Memory of one profile on one side (device or host; never added together).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct MemSummary {
     /// Profile index.
     pub profile: usize,
+    /// `device` (or the only memory the producer records) or `host`.
+    pub kind: &'static str,
     /// Rank.
     pub rank: u32,
     /// Memory events.
@@ -165,8 +244,10 @@ pub struct MemSummary {
     pub baseline: &'static str,
     /// Highest allocated bytes.
     pub peak_bytes: i64,
-    /// When (ns from the profile origin).
+    /// When (ns from the profile origin; foreign traces' origin may be the epoch).
     pub peak_t_ns: i64,
+    /// When, counted from the profile's first event (what is shown).
+    pub peak_since_start_ns: i64,
     /// Allocated bytes after the last event.
     pub final_bytes: i64,
     /// Live allocations at the peak, by the op that made them (largest first, at most 20).
@@ -203,8 +284,11 @@ pub struct CommRow {
     pub total_ns: u64,
     /// Total wait for peers (empty when unknown).
     pub wait_ns: Option<u64>,
-    /// bytes / (total − wait), GB/s (empty when not measurable).
+    /// bytes / (total − wait), GB/s; bytes / total when the wait is unknown (see
+    /// `bandwidth_includes_wait`); empty when the bytes are unknown.
     pub bandwidth_gbps: Option<f64>,
+    /// Whether `bandwidth_gbps` counts time spent waiting for peers (the wait is unknown).
+    pub bandwidth_includes_wait: bool,
 }
 
 /// The diff of two reports.
@@ -237,26 +321,39 @@ pub struct DiffRow {
 
 /// Builds the report.
 pub fn summarise(loaded: &Loaded) -> Report {
+    let (groups, job_of) = crate::jobs::group(&loaded.profiles);
+    let unions: Vec<crate::device::Unions> = {
+        use rayon::prelude::*;
+        loaded
+            .profiles
+            .par_iter()
+            .map(crate::device::class_unions)
+            .collect()
+    };
+    let ids: Vec<&str> = job_of.iter().map(|&j| groups[j].id.as_str()).collect();
     // The parts are independent: the op tables on one thread, the rest on another.
-    let ((ops, top, notes), (breakdown, memory, comm)) = rayon::join(
+    let ((ops, top, mut notes), ((breakdown, memory, comm), jobs)) = rayon::join(
         || {
             let selfs: Vec<Vec<i64>> = loaded.profiles.iter().map(self_times).collect();
-            let mut notes = Vec::new();
-            let (ops, top) = op_tables(&loaded.profiles, &selfs, &mut notes);
+            let mut notes = loaded.notes.clone();
+            let (ops, top) = op_tables(&loaded.profiles, &ids, &selfs, &mut notes);
             (ops, top, notes)
         },
         || {
-            let memory = loaded
-                .profiles
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| !p.memory.is_empty())
-                .map(|(i, p)| memory(i, p))
-                .collect();
-            (breakdown(&loaded.profiles), memory, comm(&loaded.profiles))
+            rayon::join(
+                || parts(loaded, &ids, &unions),
+                || job_reports(&loaded.profiles, &groups, &unions),
+            )
         },
     );
+    if groups.len() > 1 {
+        notes.push(format!(
+            "{} jobs found: their figures are kept apart (use --compare to put two side by side)",
+            groups.len()
+        ));
+    }
     Report {
+        jobs,
         inputs: loaded
             .profiles
             .iter()
@@ -269,9 +366,117 @@ pub fn summarise(loaded: &Loaded) -> Report {
         top,
         memory,
         comm,
+        coverage: crate::coverage::op_coverage(&loaded.profiles),
         notes,
         compare: None,
     }
+}
+
+/// The step breakdown, memory and communication tables.
+fn parts(
+    loaded: &Loaded,
+    ids: &[&str],
+    unions: &[crate::device::Unions],
+) -> (Vec<StepRow>, Vec<MemSummary>, Vec<CommRow>) {
+    let memory = loaded
+        .profiles
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| {
+            [(&p.memory, "device"), (&p.host_memory, "host")]
+                .into_iter()
+                .filter(|(m, _)| !m.is_empty())
+                .map(move |(m, kind)| memory(i, p, m, kind))
+        })
+        .collect();
+    (
+        breakdown(&loaded.profiles, ids, unions),
+        memory,
+        comm(&loaded.profiles),
+    )
+}
+
+/// Per job and rank: files, device figures, steps.
+fn job_reports(
+    profiles: &[Profile],
+    groups: &[JobGroup],
+    unions: &[crate::device::Unions],
+) -> Vec<JobReport> {
+    let figures: Vec<Figures> = profiles
+        .iter()
+        .zip(unions)
+        .map(|(p, u)| Figures::from_unions(p, u))
+        .collect();
+    groups
+        .iter()
+        .map(|g| {
+            let mut ranks: BTreeMap<u32, RankReport> = BTreeMap::new();
+            let mut sums: BTreeMap<u32, Figures> = BTreeMap::new();
+            for &i in &g.profiles {
+                let p = &profiles[i];
+                let r = ranks.entry(p.rank).or_insert_with(|| RankReport {
+                    rank: p.rank,
+                    files: Vec::new(),
+                    profiles: Vec::new(),
+                    device: Device::default(),
+                    steps: Vec::new(),
+                    temporal: Temporal::default(),
+                    overlap: Overlap::default(),
+                    kernel_types: Vec::new(),
+                });
+                r.files.push(p.source.clone());
+                r.profiles.push(i);
+                r.steps.extend(steps_of(p));
+                sums.entry(p.rank).or_default().add(&figures[i]);
+            }
+            for (rank, r) in ranks.iter_mut() {
+                let f = &sums[rank];
+                r.device = f.device;
+                r.temporal = f.temporal();
+                r.overlap = f.overlap();
+                r.kernel_types = f.kernel_types();
+                r.steps.sort_by(|a, b| a.step.cmp(&b.step));
+            }
+            JobReport {
+                id: g.id.clone(),
+                world_size: g.world_size,
+                world_size_declared: g.world_size_declared,
+                format: g.format,
+                key: g.key.clone(),
+                ranks: ranks.into_values().collect(),
+            }
+        })
+        .collect()
+}
+
+/// A profile's steps: its step ranges, else the step numbers it names without ranges.
+fn steps_of(p: &Profile) -> Vec<StepDur> {
+    let ranged: Vec<StepDur> = p
+        .events
+        .iter()
+        .filter(|e| e.track == Track::Step)
+        .map(|e| {
+            let n = p.str(e.name);
+            let label = n.strip_prefix("ProfilerStep#").unwrap_or(n);
+            StepDur {
+                step: label
+                    .parse()
+                    .map(StepId::Number)
+                    .unwrap_or_else(|_| StepId::Label(label.to_string())),
+                dur_ns: Some(e.dur.max(0) as u64),
+            }
+        })
+        .collect();
+    if !ranged.is_empty() {
+        return ranged;
+    }
+    p.steps
+        .iter()
+        .map(|&s| StepDur {
+            step: StepId::Number(s),
+            dur_ns: None,
+        })
+        .collect()
 }
 
 fn input_of(index: usize, p: &Profile) -> Input {
@@ -427,11 +632,13 @@ impl Acc {
 
 fn op_tables(
     profiles: &[Profile],
+    jobs: &[&str],
     selfs: &[Vec<i64>],
     notes: &mut Vec<String>,
 ) -> (Vec<OpRow>, Vec<TopRow>) {
-    let mut rows: HashMap<(Track, String, u32, String), Acc> = HashMap::new();
-    for (p, s) in profiles.iter().zip(selfs) {
+    type Key = (String, Track, String, u32, String);
+    let mut rows: HashMap<Key, Acc> = HashMap::new();
+    for ((p, s), job) in profiles.iter().zip(selfs).zip(jobs) {
         let roles = Roles::new(p);
         let mut local: FxHashMap<(Track, u32, u32), Acc> = FxHashMap::default();
         for (e, &st) in p.events.iter().zip(s) {
@@ -444,20 +651,34 @@ fn op_tables(
         }
         for ((track, name, role), acc) in local {
             let role = if role == NONE { "-" } else { p.str(role) };
-            rows.entry((track, p.str(name).to_string(), p.rank, role.to_string()))
-                .or_default()
-                .merge(&acc);
+            rows.entry((
+                job.to_string(),
+                track,
+                display_name(p.str(name)).into_owned(),
+                p.rank,
+                role.to_string(),
+            ))
+            .or_default()
+            .merge(&acc);
         }
     }
-    let mut totals: HashMap<(Track, String), Acc> = HashMap::new();
-    let mut track_self: HashMap<Track, u64> = HashMap::new();
-    for ((track, name, _, _), acc) in &rows {
-        totals.entry((*track, name.clone())).or_default().merge(acc);
-        *track_self.entry(*track).or_default() += acc.selft;
+    let mut totals: HashMap<(String, Track, String), Acc> = HashMap::new();
+    let mut track_self: HashMap<(String, Track), u64> = HashMap::new();
+    for ((job, track, name, _, _), acc) in &rows {
+        totals
+            .entry((job.clone(), *track, name.clone()))
+            .or_default()
+            .merge(acc);
+        *track_self.entry((job.clone(), *track)).or_default() += acc.selft;
     }
     let mut top: Vec<TopRow> = totals
         .into_iter()
-        .map(|((kind, name), a)| TopRow {
+        .map(|((job, kind, name), a)| TopRow {
+            share: match track_self[&(job.clone(), kind)] {
+                0 => 0.0,
+                t => a.selft as f64 / t as f64,
+            },
+            job,
             kind,
             name,
             count: a.count,
@@ -465,16 +686,13 @@ fn op_tables(
             self_ns: a.selft,
             mean_ns: a.total / a.count.max(1),
             max_ns: a.max,
-            share: match track_self[&kind] {
-                0 => 0.0,
-                t => a.selft as f64 / t as f64,
-            },
         })
         .collect();
     top.sort_by(|a, b| (b.self_ns, &a.name, a.kind).cmp(&(a.self_ns, &b.name, b.kind)));
     let mut ops: Vec<OpRow> = rows
         .into_iter()
-        .map(|((kind, name, rank, role), a)| OpRow {
+        .map(|((job, kind, name, rank, role), a)| OpRow {
+            job,
             kind,
             name,
             rank,
@@ -490,7 +708,7 @@ fn op_tables(
     });
     if ops.len() > MAX_OP_ROWS {
         notes.push(format!(
-            "op table: {} (track, name, rank, role) rows; the {MAX_OP_ROWS} with the most self time are listed",
+            "op table: {} (job, track, name, rank, role) rows; the {MAX_OP_ROWS} with the most self time are listed",
             ops.len()
         ));
         ops.truncate(MAX_OP_ROWS);
@@ -512,9 +730,14 @@ fn overlap(a: &Event, s: i64, e: i64) -> u64 {
     (a.end().min(e) - a.start.max(s)).max(0) as u64
 }
 
-fn breakdown(profiles: &[Profile]) -> Vec<StepRow> {
-    let mut rows: BTreeMap<(String, String, u32), StepRow> = BTreeMap::new();
+fn breakdown(
+    profiles: &[Profile],
+    jobs: &[&str],
+    unions: &[crate::device::Unions],
+) -> Vec<StepRow> {
+    let mut rows: BTreeMap<(String, String, String, u32), StepRow> = BTreeMap::new();
     for (i, p) in profiles.iter().enumerate() {
+        let job = jobs[i];
         // One pass for the few events the windows need (steps, role calls, phases).
         let mut steps: Vec<&Event> = Vec::new();
         let mut framing: Vec<&Event> = Vec::new();
@@ -526,6 +749,7 @@ fn breakdown(profiles: &[Profile]) -> Vec<StepRow> {
             }
         }
         let (run, label) = run_and_step(p);
+        let unions = (!steps.is_empty()).then(|| &unions[i]);
         let windows: Vec<(String, Option<&Event>)> = if steps.is_empty() {
             vec![(label, None)]
         } else {
@@ -559,8 +783,9 @@ fn breakdown(profiles: &[Profile]) -> Vec<StepRow> {
                 continue;
             }
             let row = rows
-                .entry((run.clone(), lab.clone(), p.rank))
+                .entry((job.to_string(), run.clone(), lab.clone(), p.rank))
                 .or_insert_with(|| StepRow {
+                    job: job.to_string(),
                     run: run.clone(),
                     step: lab.clone(),
                     rank: p.rank,
@@ -568,6 +793,7 @@ fn breakdown(profiles: &[Profile]) -> Vec<StepRow> {
                     step_ns: None,
                     roles: BTreeMap::new(),
                     phases: BTreeMap::new(),
+                    device: BTreeMap::new(),
                     other_ns: None,
                     rollout_ns: 0,
                     log_prob_ns: 0,
@@ -577,6 +803,11 @@ fn breakdown(profiles: &[Profile]) -> Vec<StepRow> {
             row.profiles.push(i);
             if let Some(st) = step {
                 *row.step_ns.get_or_insert(0) += st.dur as u64;
+                if let Some(u) = &unions {
+                    for (k, v) in crate::device::within(u, s, e) {
+                        *row.device.entry(k.to_string()).or_insert(0) += v;
+                    }
+                }
             }
             for (k, v) in roles {
                 *row.roles.entry(k).or_insert(0) += v;
@@ -600,10 +831,10 @@ fn breakdown(profiles: &[Profile]) -> Vec<StepRow> {
 }
 
 fn mark_slowest(rows: &mut [StepRow]) {
-    let mut best: HashMap<(String, String), (u64, usize, usize)> = HashMap::new();
+    let mut best: HashMap<(String, String, String), (u64, usize, usize)> = HashMap::new();
     for (i, r) in rows.iter().enumerate() {
         let e = best
-            .entry((r.run.clone(), r.step.clone()))
+            .entry((r.job.clone(), r.run.clone(), r.step.clone()))
             .or_insert((0, i, 0));
         e.2 += 1;
         if r.time_ns() >= e.0 {
@@ -618,11 +849,10 @@ fn mark_slowest(rows: &mut [StepRow]) {
     }
 }
 
-fn memory(index: usize, p: &Profile) -> MemSummary {
-    let producer = p.memory.iter().all(|m| m.total.is_some());
+fn memory(index: usize, p: &Profile, mem: &[MemEvent], kind: &'static str) -> MemSummary {
+    let producer = mem.iter().all(|m| m.total.is_some());
     let mut level = 0i64;
-    let values: Vec<i64> = p
-        .memory
+    let values: Vec<i64> = mem
         .iter()
         .map(|m| {
             level += m.delta;
@@ -633,13 +863,12 @@ fn memory(index: usize, p: &Profile) -> MemSummary {
             }
         })
         .collect();
-    let (peak_i, peak) =
-        values
-            .iter()
-            .enumerate()
-            .fold((0, i64::MIN), |b, (i, &v)| if v > b.1 { (i, v) } else { b });
+    let (peak_i, peak) = values
+        .iter()
+        .enumerate()
+        .fold((0, i64::MIN), |b, (i, &v)| if v > b.1 { (i, v) } else { b });
     let mut live: FxHashMap<u64, (i64, u32)> = FxHashMap::default();
-    for m in &p.memory[..=peak_i] {
+    for m in &mem[..=peak_i] {
         if m.delta >= 0 {
             live.insert(m.addr, (m.delta, m.op));
         } else {
@@ -658,7 +887,7 @@ fn memory(index: usize, p: &Profile) -> MemSummary {
             op: if op == NONE {
                 "-".into()
             } else {
-                p.str(op).into()
+                display_name(p.str(op)).into_owned()
             },
             bytes,
             count,
@@ -668,27 +897,29 @@ fn memory(index: usize, p: &Profile) -> MemSummary {
     at_peak.truncate(20);
     MemSummary {
         profile: index,
+        kind,
         rank: p.rank,
-        events: p.memory.len(),
+        events: mem.len(),
         baseline: if producer {
             "producer_total"
         } else {
             "from_collection_start"
         },
         peak_bytes: peak,
-        peak_t_ns: p.memory[peak_i].t,
+        peak_t_ns: mem[peak_i].t,
+        peak_since_start_ns: mem[peak_i].t - p.extent().0,
         final_bytes: *values.last().unwrap_or(&0),
         at_peak,
-        curve: curve(p, &values),
+        curve: curve(mem, &values),
     }
 }
 
-fn curve(p: &Profile, values: &[i64]) -> Vec<[i64; 2]> {
-    let (t0, t1) = (p.memory[0].t, p.memory[p.memory.len() - 1].t);
+fn curve(mem: &[MemEvent], values: &[i64]) -> Vec<[i64; 2]> {
+    let (t0, t1) = (mem[0].t, mem[mem.len() - 1].t);
     let width = ((t1 - t0) / MAX_CURVE_POINTS as i64).max(1);
     let mut out: Vec<[i64; 2]> = Vec::new();
     let mut bucket = i64::MIN;
-    for (m, &v) in p.memory.iter().zip(values) {
+    for (m, &v) in mem.iter().zip(values) {
         let b = (m.t - t0) / width;
         match out.last_mut() {
             Some(last) if b == bucket => {
@@ -712,7 +943,7 @@ fn comm(profiles: &[Profile]) -> Vec<CommRow> {
         for e in p.events.iter().filter(|e| e.track == Track::Comm) {
             let d = p.detail(e);
             let r = by
-                .entry(p.str(e.name).to_string())
+                .entry(display_name(p.str(e.name)).into_owned())
                 .or_insert((0, Some(0), 0, Some(0)));
             r.0 += 1;
             r.1 =
@@ -724,7 +955,7 @@ fn comm(profiles: &[Profile]) -> Vec<CommRow> {
                     .map(|(a, b)| a + b);
         }
         for (name, (count, bytes, total, wait)) in by {
-            let busy = wait.map(|w| total.saturating_sub(w));
+            let busy = wait.map(|w| total.saturating_sub(w)).unwrap_or(total);
             out.push(CommRow {
                 profile: i,
                 rank: p.rank,
@@ -733,10 +964,8 @@ fn comm(profiles: &[Profile]) -> Vec<CommRow> {
                 bytes,
                 total_ns: total,
                 wait_ns: wait,
-                bandwidth_gbps: bytes
-                    .zip(busy)
-                    .filter(|(_, t)| *t > 0)
-                    .map(|(b, t)| b as f64 / t as f64),
+                bandwidth_gbps: bytes.filter(|_| busy > 0).map(|b| b as f64 / busy as f64),
+                bandwidth_includes_wait: wait.is_none(),
             });
         }
     }

@@ -8,7 +8,9 @@ use std::fmt::Write;
 pub fn render_text(r: &Report) -> String {
     let mut o = String::new();
     inputs(r, &mut o);
+    jobs(r, &mut o);
     breakdown(r, &mut o);
+    crate::coverage::render(&r.coverage, &mut o);
     top(r, &mut o);
     memory(r, &mut o);
     comm(r, &mut o);
@@ -17,7 +19,7 @@ pub fn render_text(r: &Report) -> String {
 }
 
 /// Escapes control characters.
-pub fn clean(s: &str) -> String {
+pub(crate) fn clean(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_control() {
@@ -72,6 +74,72 @@ fn inputs(r: &Report, o: &mut String) {
     }
 }
 
+fn pct(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.1}%")).unwrap_or_else(|| "-".into())
+}
+
+/// Jobs and, per rank, the device time (HTA's temporal breakdown, overlap, kernel types).
+fn jobs(r: &Report, o: &mut String) {
+    if r.jobs.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\n== jobs and device time per rank (ms) ==");
+    for j in &r.jobs {
+        let _ = writeln!(
+            o,
+            "{}: world size {}{} ({}), {} rank(s) found",
+            j.id,
+            j.world_size,
+            if j.world_size_declared {
+                ""
+            } else {
+                " (ranks found)"
+            },
+            clean(&j.key),
+            j.ranks.len()
+        );
+        let _ = writeln!(
+            o,
+            "{:>5} {:>12} {:>12} {:>12} {:>12} {:>12} {:>7} {:>7} {:>7} {:>8} {:>6}  types",
+            "rank",
+            "kernel",
+            "comm",
+            "memcpy",
+            "busy",
+            "idle",
+            "idle",
+            "comp",
+            "noncomp",
+            "overlap",
+            "steps"
+        );
+        for k in &j.ranks {
+            let d = &k.device;
+            let types: Vec<String> = k
+                .kernel_types
+                .iter()
+                .map(|t| format!("{}={:.1}%", t.kind, t.pct))
+                .collect();
+            let _ = writeln!(
+                o,
+                "{:>5} {:>12} {:>12} {:>12} {:>12} {:>12} {:>7} {:>7} {:>7} {:>8} {:>6}  {}",
+                k.rank,
+                ms(d.kernel_ns),
+                ms(d.comm_ns),
+                ms(d.memcpy_ns),
+                ms(d.busy_ns),
+                ms(d.idle_ns),
+                pct(k.temporal.idle_pct),
+                pct(k.temporal.compute_pct),
+                pct(k.temporal.non_compute_pct),
+                pct(k.overlap.ratio.map(|x| x * 100.0)),
+                k.steps.len(),
+                types.join(" ")
+            );
+        }
+    }
+}
+
 fn breakdown(r: &Report, o: &mut String) {
     if r.breakdown.is_empty() {
         return;
@@ -79,18 +147,24 @@ fn breakdown(r: &Report, o: &mut String) {
     let _ = writeln!(o, "\n== per-step breakdown (ms) ==");
     let _ = writeln!(
         o,
-        "{:<12} {:>6} {:>5} {:>12} {:>12} {:>12} {:>12} {:>12}  roles",
-        "run", "step", "rank", "step", "rollout", "log_prob", "update", "other"
+        "{:<6} {:<12} {:>6} {:>5} {:>12} {:>12} {:>12} {:>12} {:>12}  roles",
+        "job", "run", "step", "rank", "step", "rollout", "log_prob", "update", "other"
     );
     for s in &r.breakdown {
-        let roles: Vec<String> = s
-            .roles
+        // Without role calls (foreign traces), the step's device time is the split shown.
+        let split = if s.roles.is_empty() && !s.device.is_empty() {
+            &s.device
+        } else {
+            &s.roles
+        };
+        let roles: Vec<String> = split
             .iter()
             .map(|(k, v)| format!("{}={}", clean(k), ms(*v)))
             .collect();
         let _ = writeln!(
             o,
-            "{:<12} {:>6} {:>5} {:>12} {:>12} {:>12} {:>12} {:>12}  {}{}",
+            "{:<6} {:<12} {:>6} {:>5} {:>12} {:>12} {:>12} {:>12} {:>12}  {}{}",
+            clean(&s.job),
             clean(&s.run),
             clean(&s.step),
             s.rank,
@@ -139,11 +213,12 @@ fn memory(r: &Report, o: &mut String) {
     for m in &r.memory {
         let _ = writeln!(
             o,
-            "[{}] rank {}: peak {} bytes at {} ms ({}), final {} bytes, {} events",
+            "[{}] rank {} {}: peak {} bytes at {} ms into the profile ({}), final {} bytes, {} events",
             m.profile,
             m.rank,
+            m.kind,
             m.peak_bytes,
-            ms(m.peak_t_ns.max(0) as u64),
+            ms(m.peak_since_start_ns.max(0) as u64),
             m.baseline,
             m.final_bytes,
             m.events

@@ -5,7 +5,7 @@ mod support;
 use rlprof_profiler::clock::TickMapper;
 use rlprof_profiler::raw::RawSummary;
 use rlprof_profiler::record::{Kind, RangeCat};
-use rlprof_report::{load, summarise, Limits};
+use rlprof_report::{Limits, load, summarise};
 use std::collections::BTreeMap;
 
 /// Independent numbers of one raw file: role call durations, op totals, memory peak, comm bytes.
@@ -23,7 +23,7 @@ struct Truth {
 
 fn truth(path: &std::path::Path) -> Truth {
     let s = RawSummary::read(path, true).unwrap();
-    let m = TickMapper::new(s.calibrations[0], *s.calibrations.last().unwrap());
+    let m = TickMapper::new(s.calibrations[0], *s.calibrations.last().unwrap(), None);
     let rank = s.meta.as_ref().unwrap()["rank"].as_u64().unwrap() as u32;
     let mut t = Truth {
         rank,
@@ -165,11 +165,13 @@ fn json_numbers_equal_an_independent_computation_over_the_raw_records() {
         "self time",
     );
     // Roles are attributed: every op row has a role call.
-    assert!(report
-        .ops
-        .iter()
-        .filter(|o| o.kind.as_str() == "op")
-        .all(|o| o.role != "-"));
+    assert!(
+        report
+            .ops
+            .iter()
+            .filter(|o| o.kind.as_str() == "op")
+            .all(|o| o.role != "-")
+    );
 }
 
 #[test]

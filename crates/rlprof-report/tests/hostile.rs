@@ -3,7 +3,7 @@
 
 use rlprof_report::chrome::{load_trace, read_stream};
 use rlprof_report::model::{Profile, SourceFormat};
-use rlprof_report::{load, render_html, render_json, render_text, summarise, HtmlOptions, Limits};
+use rlprof_report::{HtmlOptions, Limits, load, render_html, render_json, render_text, summarise};
 use std::io::Read;
 use std::path::Path;
 

@@ -16,8 +16,8 @@
 use mpi::collective::SystemOperation;
 use mpi::topology::Communicator as _;
 use mpi::traits::*;
-use rlprof_trainer::comm::mpi::MpiComm;
 use rlprof_trainer::comm::Communicator;
+use rlprof_trainer::comm::mpi::MpiComm;
 use std::time::Instant;
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -106,7 +106,9 @@ fn main() {
         }
     }
     if rank == 0 {
-        println!("| size | op | plain rsmpi blocking | plain rsmpi nonblocking + wait | MpiComm (polled, owned buffers) | MpiComm / blocking |");
+        println!(
+            "| size | op | plain rsmpi blocking | plain rsmpi nonblocking + wait | MpiComm (polled, owned buffers) | MpiComm / blocking |"
+        );
         println!("|---|---|---|---|---|---|");
         for (mb, op, plain, nb, mine) in rows {
             let gbs = |s: f64| (mb as f64 * 1024.0 * 1024.0) / s / 1e9;

@@ -8,9 +8,9 @@
 //!
 //! Exit status 0 and `NCCL check OK` from rank 0 when everything matches.
 
+use rlprof_trainer::comm::Communicator;
 use rlprof_trainer::comm::mpi::MpiComm;
 use rlprof_trainer::comm::nccl::NcclComm;
-use rlprof_trainer::comm::Communicator;
 use std::time::Instant;
 
 fn check(

@@ -26,11 +26,7 @@ pub fn grpo_advantages(rewards: &[f32], group: usize, norm_by_std: bool) -> Vec<
         let std = var.sqrt();
         out.extend(g.iter().map(|r| {
             let c = r - mean;
-            if norm_by_std {
-                c / (std + ADV_EPS)
-            } else {
-                c
-            }
+            if norm_by_std { c / (std + ADV_EPS) } else { c }
         }));
     }
     out
@@ -168,4 +164,88 @@ pub fn actor_loss(x: &LossInputs, s: LossSettings, d: GlobalDenoms) -> Result<Lo
         clipfrac: aggregate(&clipped, x.mask, s.agg, d)?.to_scalar::<f32>()?,
         loss,
     })
+}
+
+/// GAE of one response (verl's `compute_gae_advantage_return`): the outcome reward on the last
+/// token, `values[t]` the critic's value before token `t`. Returns (advantages, returns), with
+/// `delta_t = r_t + gamma * V_{t+1} - V_t` (`V` past the end is 0) and
+/// `A_t = delta_t + gamma * lam * A_{t+1}`, `returns = A + V`.
+pub fn gae(reward: f32, values: &[f32], gamma: f32, lam: f32) -> (Vec<f32>, Vec<f32>) {
+    let n = values.len();
+    let mut adv = vec![0f32; n];
+    let mut last = 0f32;
+    for t in (0..n).rev() {
+        let next = if t + 1 < n { values[t + 1] } else { 0.0 };
+        let r = if t + 1 == n { reward } else { 0.0 };
+        let delta = r + gamma * next - values[t];
+        last = delta + gamma * lam * last;
+        adv[t] = last;
+    }
+    let ret = adv.iter().zip(values).map(|(a, v)| a + v).collect();
+    (adv, ret)
+}
+
+/// Inputs of the critic loss for one micro-batch, all `[B, R]`.
+pub struct ValueInputs<'a> {
+    /// Current value predictions (tracked).
+    pub vpreds: &'a Tensor,
+    /// Values at `compute_values` time.
+    pub values: &'a Tensor,
+    /// GAE returns.
+    pub returns: &'a Tensor,
+    /// 1 for response tokens.
+    pub mask: &'a Tensor,
+}
+
+/// The critic micro-batch loss and its statistics.
+pub struct ValueLossOut {
+    /// Scalar loss to backpropagate.
+    pub loss: Tensor,
+    /// `critic/vf_clipfrac` part (same aggregation as the loss).
+    pub clipfrac: f32,
+    /// `critic/vpred_mean` part.
+    pub vpred_mean: f32,
+}
+
+/// verl's `compute_value_loss`: `0.5 * agg(max((V - R)^2, (clip(V, V_old +- c) - R)^2))`.
+pub fn value_loss(
+    x: &ValueInputs,
+    cliprange: f32,
+    agg: LossAgg,
+    d: GlobalDenoms,
+) -> Result<ValueLossOut> {
+    let c = cliprange as f64;
+    let lo = x.values.affine(1.0, -c)?;
+    let hi = x.values.affine(1.0, c)?;
+    let clipped = x.vpreds.maximum(&lo)?.minimum(&hi)?;
+    let l1 = x.vpreds.sub(x.returns)?.sqr()?;
+    let l2 = clipped.sub(x.returns)?.sqr()?;
+    let worst = l1.maximum(&l2)?;
+    let loss = aggregate(&worst, x.mask, agg, d)?.affine(0.5, 0.0)?;
+    let frac = l2.gt(&l1)?.to_dtype(candle_core::DType::F32)?;
+    Ok(ValueLossOut {
+        clipfrac: aggregate(&frac, x.mask, agg, d)?.to_scalar::<f32>()?,
+        vpred_mean: aggregate(&x.vpreds.detach(), x.mask, agg, d)?.to_scalar::<f32>()?,
+        loss,
+    })
+}
+
+#[cfg(test)]
+mod gae_tests {
+    use super::*;
+
+    #[test]
+    fn gae_with_lambda_one_gives_the_discounted_return_minus_the_value() {
+        let v = [0.5, 0.25, 0.75];
+        let (adv, ret) = gae(1.0, &v, 0.9, 1.0);
+        // returns: the reward discounted back from the last token
+        for (t, r) in ret.iter().enumerate() {
+            let expect = 0.9f32.powi((2 - t) as i32);
+            assert!((r - expect).abs() < 1e-5, "{ret:?}");
+            assert!((adv[t] - (expect - v[t])).abs() < 1e-5, "{adv:?}");
+        }
+        // lambda 0: one-step TD errors
+        let (adv0, _) = gae(1.0, &v, 1.0, 0.0);
+        assert!((adv0[0] - (0.25 - 0.5)).abs() < 1e-6 && (adv0[2] - (1.0 - 0.75)).abs() < 1e-6);
+    }
 }

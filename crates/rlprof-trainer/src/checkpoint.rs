@@ -141,7 +141,9 @@ pub fn load_optim(dir: &Path, world: usize, rank: usize, opt: &mut ShardedAdamW)
     if !f.exists() {
         return Err(TrainerError::checkpoint(
             &f,
-            format!("no optimizer shard for rank {rank} of {world} (was the checkpoint written with another rank count?)"),
+            format!(
+                "no optimizer shard for rank {rank} of {world} (was the checkpoint written with another rank count?)"
+            ),
         ));
     }
     let t = candle_core::safetensors::load(&f, &Device::Cpu)

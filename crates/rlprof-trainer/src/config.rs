@@ -5,7 +5,7 @@
 //! that this trainer does not implement are accepted and ignored (so a user's file loads).
 
 use crate::error::{Result, TrainerError};
-use serde_yaml::Value;
+use rlprof_profiler::config::Node;
 use std::path::PathBuf;
 
 /// Advantage estimator (`algorithm.adv_estimator`).
@@ -13,7 +13,28 @@ use std::path::PathBuf;
 pub enum AdvEstimator {
     /// Group-relative (GRPO, also used by DAPO).
     Grpo,
+    /// Generalised advantage estimation with a critic (PPO; settings in [`TrainConfig::critic`]).
+    Gae,
 }
+
+/// verl 0.9.1's advantage estimators (`verl/trainer/ppo/core_algos.py`), all accepted in a
+/// config; grpo and gae (PPO with a critic) train here.
+const VERL_ESTIMATORS: &[&str] = &[
+    "gae",
+    "grpo",
+    "reinforce_plus_plus",
+    "reinforce_plus_plus_baseline",
+    "remax",
+    "rloo",
+    "opo",
+    "grpo_passk",
+    "gpg",
+    "rloo_vectorized",
+    "grpo_vectorized",
+    "optimal_token_baseline",
+    "tir_optimal_token_baseline",
+    "gdpo",
+];
 
 /// Loss aggregation (`actor.loss_agg_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +49,15 @@ pub enum LossAgg {
 
 impl LossAgg {
     const NAMES: [&'static str; 3] = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"];
+
+    /// verl's name of the mode.
+    fn name(self) -> &'static str {
+        match self {
+            LossAgg::TokenMean => Self::NAMES[0],
+            LossAgg::SeqMeanTokenSum => Self::NAMES[1],
+            LossAgg::SeqMeanTokenMean => Self::NAMES[2],
+        }
+    }
 }
 
 /// Built-in task generator (`data.task.name`).
@@ -136,7 +166,7 @@ pub struct RolloutConfig {
 pub struct FilterGroups {
     /// On.
     pub enable: bool,
-    /// Extra generation batches allowed.
+    /// Extra generation batches allowed (verl's 0 = no limit reads as `usize::MAX`).
     pub max_num_gen_batches: usize,
 }
 
@@ -156,6 +186,8 @@ pub struct OverlongBuffer {
 pub struct AlgorithmConfig {
     /// Advantage estimator.
     pub adv_estimator: AdvEstimator,
+    /// `algorithm.adv_estimator` as written (verl has more than this trainer implements).
+    pub adv_estimator_name: String,
     /// Divide group-centred rewards by the group std.
     pub norm_adv_by_std_in_grpo: bool,
     /// Dynamic sampling.
@@ -175,13 +207,13 @@ pub struct TrainerSection {
     pub sft_warmup_steps: u64,
     /// Learning rate of the warm-up.
     pub sft_lr: f64,
-    /// Validation every N steps (0 = never).
+    /// Validation every N steps (0 = never; verl's -1 reads as 0).
     pub test_freq: u64,
     /// Prompts of the validation pass.
     pub val_batch_size: usize,
     /// Checkpoints and metrics.
     pub default_local_dir: PathBuf,
-    /// Save every N steps (0 = only at the end when `save_final`).
+    /// Save every N steps (0 = only at the end when `save_final`; verl's -1 reads as 0).
     pub save_freq: u64,
     /// `disable` or `auto` (resume from the latest checkpoint) or a checkpoint path.
     pub resume_mode: String,
@@ -208,6 +240,8 @@ pub struct TrainConfig {
     pub overlong: OverlongBuffer,
     /// `trainer`.
     pub trainer: TrainerSection,
+    /// `critic` and GAE's `algorithm.gamma` / `lam` (used with `adv_estimator: gae`).
+    pub critic: crate::critic_config::CriticConfig,
     /// Keys that look like misspellings of keys this trainer reads (they are ignored).
     pub warnings: Vec<String>,
 }
@@ -260,7 +294,13 @@ const KNOWN: &[(&str, &[&str])] = &[
     ),
     (
         "actor_rollout_ref.actor.optim",
-        &["lr", "lr_warmup_steps", "weight_decay", "betas"],
+        &[
+            "lr",
+            "lr_warmup_steps",
+            "lr_warmup_steps_ratio",
+            "weight_decay",
+            "betas",
+        ],
     ),
     (
         "actor_rollout_ref.rollout",
@@ -281,7 +321,13 @@ const KNOWN: &[(&str, &[&str])] = &[
     ),
     (
         "algorithm",
-        &["adv_estimator", "norm_adv_by_std_in_grpo", "filter_groups"],
+        &[
+            "adv_estimator",
+            "norm_adv_by_std_in_grpo",
+            "filter_groups",
+            "gamma",
+            "lam",
+        ],
     ),
     (
         "algorithm.filter_groups",
@@ -320,9 +366,9 @@ const VERL_NEIGHBOURS: &[&str] = &[
 /// Warnings for keys within a small edit distance of a key this trainer reads: likely typos
 /// that would otherwise be silently ignored (not errors: verl's own keys, e.g. `clip_ratio_c`,
 /// can be that close to ours).
-fn near_misses(doc: &Value) -> Vec<String> {
+fn near_misses(doc: &Node) -> Vec<String> {
     let mut out = Vec::new();
-    for (section, known) in KNOWN {
+    for (section, known) in KNOWN.iter().chain(crate::critic_config::KNOWN) {
         let mut v = doc;
         let mut found = true;
         for k in section.split('.') {
@@ -334,10 +380,10 @@ fn near_misses(doc: &Value) -> Vec<String> {
                 break;
             }
         }
-        let Some(map) = v.as_mapping().filter(|_| found) else {
+        let Some(map) = v.as_map().filter(|_| found) else {
             continue;
         };
-        for key in map.keys().filter_map(|k| k.as_str()) {
+        for key in map.keys().map(String::as_str) {
             if known.contains(&key) || VERL_NEIGHBOURS.contains(&key) {
                 continue;
             }
@@ -357,13 +403,13 @@ fn near_misses(doc: &Value) -> Vec<String> {
 }
 
 /// Reads typed values by dotted path, collecting every problem.
-struct Reader<'a> {
-    doc: &'a Value,
+pub(crate) struct Reader<'a> {
+    doc: &'a Node,
     errors: Vec<String>,
 }
 
 impl<'a> Reader<'a> {
-    fn get(&self, path: &str) -> Option<&'a Value> {
+    pub(crate) fn get(&self, path: &str) -> Option<&'a Node> {
         let mut v = self.doc;
         for k in path.split('.') {
             v = v.get(k)?;
@@ -371,7 +417,7 @@ impl<'a> Reader<'a> {
         (!v.is_null()).then_some(v)
     }
 
-    fn uint(&mut self, path: &str, default: u64, min: u64) -> u64 {
+    pub(crate) fn uint(&mut self, path: &str, default: u64, min: u64) -> u64 {
         match self.get(path) {
             None => default,
             Some(v) => match v.as_u64() {
@@ -379,7 +425,7 @@ impl<'a> Reader<'a> {
                 _ => {
                     self.errors.push(format!(
                         "{path}: expected an integer >= {min}, got {}",
-                        show(v)
+                        v.show()
                     ));
                     default
                 }
@@ -387,11 +433,30 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn size(&mut self, path: &str, default: usize) -> usize {
+    /// An integer >= 0 where verl writes -1 (any negative) for "off / not set": returns `None`
+    /// for the sentinel.
+    fn uint_or_sentinel(&mut self, path: &str, default: u64) -> Option<u64> {
+        match self.get(path) {
+            None => Some(default),
+            Some(v) => match v.as_i64() {
+                Some(n) if n >= 0 => Some(n as u64),
+                Some(_) => None,
+                None => {
+                    self.errors.push(format!(
+                        "{path}: expected an integer (-1 = off, as in verl), got {}",
+                        v.show()
+                    ));
+                    Some(default)
+                }
+            },
+        }
+    }
+
+    pub(crate) fn size(&mut self, path: &str, default: usize) -> usize {
         self.uint(path, default as u64, 1) as usize
     }
 
-    fn float(&mut self, path: &str, default: f64, lo: f64, hi: f64) -> f64 {
+    pub(crate) fn float(&mut self, path: &str, default: f64, lo: f64, hi: f64) -> f64 {
         match self.get(path) {
             None => default,
             Some(v) => match v.as_f64() {
@@ -399,7 +464,7 @@ impl<'a> Reader<'a> {
                 _ => {
                     self.errors.push(format!(
                         "{path}: expected a number in [{lo}, {hi}], got {}",
-                        show(v)
+                        v.show()
                     ));
                     default
                 }
@@ -410,10 +475,10 @@ impl<'a> Reader<'a> {
     fn boolean(&mut self, path: &str, default: bool) -> bool {
         match self.get(path) {
             None => default,
-            Some(Value::Bool(b)) => *b,
+            Some(Node::Bool(b)) => *b,
             Some(v) => {
                 self.errors
-                    .push(format!("{path}: expected true or false, got {}", show(v)));
+                    .push(format!("{path}: expected true or false, got {}", v.show()));
                 default
             }
         }
@@ -422,16 +487,16 @@ impl<'a> Reader<'a> {
     fn string(&mut self, path: &str, default: &str) -> String {
         match self.get(path) {
             None => default.to_string(),
-            Some(Value::String(s)) => s.clone(),
+            Some(Node::Str(s)) => s.clone(),
             Some(v) => {
                 self.errors
-                    .push(format!("{path}: expected a string, got {}", show(v)));
+                    .push(format!("{path}: expected a string, got {}", v.show()));
                 default.to_string()
             }
         }
     }
 
-    fn choice(&mut self, path: &str, default: &str, valid: &[&str]) -> String {
+    pub(crate) fn choice(&mut self, path: &str, default: &str, valid: &[&str]) -> String {
         let s = self.string(path, default);
         if valid.contains(&s.as_str()) {
             s
@@ -447,15 +512,15 @@ impl<'a> Reader<'a> {
     fn paths(&mut self, path: &str) -> Vec<PathBuf> {
         match self.get(path) {
             None => Vec::new(),
-            Some(Value::String(s)) if s.is_empty() => Vec::new(),
-            Some(Value::String(s)) => vec![PathBuf::from(s)],
-            Some(Value::Sequence(items)) => items
+            Some(Node::Str(s)) if s.is_empty() => Vec::new(),
+            Some(Node::Str(s)) => vec![PathBuf::from(s)],
+            Some(Node::List(items)) => items
                 .iter()
                 .filter_map(|i| match i {
-                    Value::String(s) => Some(PathBuf::from(s)),
+                    Node::Str(s) => Some(PathBuf::from(s)),
                     other => {
                         self.errors
-                            .push(format!("{path}: expected file paths, got {}", show(other)));
+                            .push(format!("{path}: expected file paths, got {}", other.show()));
                         None
                     }
                 })
@@ -463,7 +528,7 @@ impl<'a> Reader<'a> {
             Some(v) => {
                 self.errors.push(format!(
                     "{path}: expected a file path or a list of them, got {}",
-                    show(v)
+                    v.show()
                 ));
                 Vec::new()
             }
@@ -471,17 +536,11 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn show(v: &Value) -> String {
-    serde_yaml::to_string(v)
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| format!("{v:?}"))
-}
-
 const AAR: &str = "actor_rollout_ref";
 
 impl TrainConfig {
     /// Reads and validates the job config from the merged document (all errors at once).
-    pub fn from_doc(doc: &Value) -> Result<TrainConfig> {
+    pub fn from_doc(doc: &Node) -> Result<TrainConfig> {
         let mut r = Reader {
             doc,
             errors: Vec::new(),
@@ -499,6 +558,7 @@ impl TrainConfig {
                 as f32,
         };
         let trainer = read_trainer(&mut r);
+        let critic = crate::critic_config::read(&mut r, &actor);
         let cfg = TrainConfig {
             data,
             model,
@@ -508,6 +568,7 @@ impl TrainConfig {
             algorithm,
             overlong,
             trainer,
+            critic,
             warnings: near_misses(doc),
         };
         cfg.check_consistency(&mut r.errors);
@@ -515,6 +576,17 @@ impl TrainConfig {
             Ok(cfg)
         } else {
             Err(TrainerError::Config(r.errors))
+        }
+    }
+
+    /// What `config check` accepts but `train` cannot run yet (one line each).
+    pub fn start_errors(&self) -> Vec<String> {
+        match self.algorithm.adv_estimator_name.as_str() {
+            "grpo" => Vec::new(),
+            "gae" => self.critic.start_errors(self.model.path.as_deref()),
+            other => vec![format!(
+                "algorithm.adv_estimator: '{other}' is a verl estimator this trainer does not implement; use algorithm.adv_estimator=grpo or gae"
+            )],
         }
     }
 
@@ -528,6 +600,7 @@ impl TrainConfig {
         if world == 0 {
             return;
         }
+        self.check_memory(errors, memory_limit());
         let bs = self.data.train_batch_size;
         if !bs.is_multiple_of(world) {
             errors.push(format!(
@@ -571,6 +644,79 @@ impl TrainConfig {
     }
 }
 
+/// The memory a single process may plan for: the machine's (`MemTotal`), else 1 TiB.
+fn memory_limit() -> u128 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u128>().ok())
+        })
+        .map_or(1 << 40, |kb| kb * 1024)
+}
+
+fn gib(bytes: u128) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+impl TrainConfig {
+    /// Sizes whose buffers could never fit are errors naming the key and the memory, instead of
+    /// an abort in the allocator.
+    fn check_memory(&self, errors: &mut Vec<String>, limit: u128) {
+        let d = &self.data;
+        let seq = d.max_prompt_length as u128 + d.max_response_length as u128;
+        let samples = d.train_batch_size as u128 * self.rollout.n as u128;
+        // Token ids, log-probs (policy, old, ref) and advantages: 4 bytes each per token.
+        let rollout_bytes = samples.saturating_mul(seq).saturating_mul(20);
+        if rollout_bytes > limit {
+            let factors = [
+                (
+                    "data.max_response_length",
+                    d.max_response_length as f64 / 8.0,
+                ),
+                ("data.max_prompt_length", d.max_prompt_length as f64 / 32.0),
+                ("actor_rollout_ref.rollout.n", self.rollout.n as f64 / 8.0),
+                ("data.train_batch_size", d.train_batch_size as f64 / 16.0),
+            ];
+            let (key, _) = factors
+                .iter()
+                .copied()
+                .fold(factors[0], |a, b| if b.1 > a.1 { b } else { a });
+            errors.push(format!(
+                "{key}: the rollout buffers would need {} (data.train_batch_size {} x rollout.n {} x (max_prompt_length {} + max_response_length {}) tokens x 20 bytes), more than this machine's {}",
+                gib(rollout_bytes),
+                d.train_batch_size,
+                self.rollout.n,
+                d.max_prompt_length,
+                d.max_response_length,
+                gib(limit)
+            ));
+        }
+        if self.model.path.is_none() {
+            let m = &self.model;
+            let h = m.hidden_size as u128;
+            let layer = 4 * h * h + 3 * h * m.intermediate_size as u128;
+            let params = (m.num_hidden_layers as u128).saturating_mul(layer) + 256 * h;
+            // Weights, gradients and AdamW's two moments, f32.
+            let bytes = params.saturating_mul(16);
+            if bytes > limit {
+                let key = if h * h >= h * m.intermediate_size as u128 {
+                    "hidden_size"
+                } else {
+                    "intermediate_size"
+                };
+                errors.push(format!(
+                    "{AAR}.model.{key}: the built-in model would need {} for weights, gradients and optimizer state ({params} parameters x 16 bytes), more than this machine's {}",
+                    gib(bytes),
+                    gib(limit)
+                ));
+            }
+        }
+    }
+}
+
 fn read_data(r: &mut Reader) -> DataConfig {
     let task = match r
         .choice("data.task.name", "arithmetic", &["arithmetic", "countdown"])
@@ -591,12 +737,17 @@ fn read_data(r: &mut Reader) -> DataConfig {
     }
 }
 
+/// A model path key: `None` for the built-in model (unset, empty or `builtin:tiny`).
+pub(crate) fn model_path(r: &Reader, path: &str) -> Option<PathBuf> {
+    r.get(path)
+        .and_then(Node::as_str)
+        .filter(|s| !s.is_empty() && *s != "builtin:tiny")
+        .map(PathBuf::from)
+}
+
 fn read_model(r: &mut Reader) -> ModelSection {
     let p = format!("{AAR}.model");
-    let path = r
-        .get(&format!("{p}.path"))
-        .and_then(|v| v.as_str())
-        .and_then(|s| (!s.is_empty() && s != "builtin:tiny").then(|| PathBuf::from(s)));
+    let path = model_path(r, &format!("{p}.path"));
     let heads = r.size(&format!("{p}.num_attention_heads"), 4);
     ModelSection {
         path,
@@ -612,18 +763,18 @@ fn read_model(r: &mut Reader) -> ModelSection {
 fn read_actor(r: &mut Reader) -> ActorConfig {
     let p = format!("{AAR}.actor");
     let clip = r.float(&format!("{p}.clip_ratio"), 0.2, 0.0, 10.0);
-    let agg = r.choice(&format!("{p}.loss_agg_mode"), "token-mean", &LossAgg::NAMES);
+    let loss_agg_mode = loss_agg(r, &format!("{p}.loss_agg_mode"), LossAgg::TokenMean);
     let kl_type = format!("{p}.kl_loss_type");
     r.choice(&kl_type, "low_var_kl", &["low_var_kl"]);
     let betas = match r.get(&format!("{p}.optim.betas")) {
         None => (0.9, 0.999),
-        Some(Value::Sequence(s)) if s.len() == 2 && s.iter().all(|x| x.as_f64().is_some()) => {
+        Some(Node::List(s)) if s.len() == 2 && s.iter().all(|x| x.as_f64().is_some()) => {
             (s[0].as_f64().unwrap_or(0.9), s[1].as_f64().unwrap_or(0.999))
         }
         Some(v) => {
             r.errors.push(format!(
                 "{p}.optim.betas: expected [beta1, beta2], got {}",
-                show(v)
+                v.show()
             ));
             (0.9, 0.999)
         }
@@ -636,17 +787,38 @@ fn read_actor(r: &mut Reader) -> ActorConfig {
         clip_ratio_high: r.float(&format!("{p}.clip_ratio_high"), clip, 0.0, 10.0) as f32,
         use_kl_loss: r.boolean(&format!("{p}.use_kl_loss"), true),
         kl_loss_coef: r.float(&format!("{p}.kl_loss_coef"), 0.001, 0.0, 1e3) as f32,
-        loss_agg_mode: match agg.as_str() {
-            "seq-mean-token-sum" => LossAgg::SeqMeanTokenSum,
-            "seq-mean-token-mean" => LossAgg::SeqMeanTokenMean,
-            _ => LossAgg::TokenMean,
-        },
+        loss_agg_mode,
         entropy_coeff: r.float(&format!("{p}.entropy_coeff"), 0.0, -1e3, 1e3) as f32,
         grad_clip: r.float(&format!("{p}.grad_clip"), 1.0, 0.0, 1e9) as f32,
         lr: r.float(&format!("{p}.optim.lr"), 5e-4, 0.0, 10.0),
-        lr_warmup_steps: r.uint(&format!("{p}.optim.lr_warmup_steps"), 2, 0),
+        lr_warmup_steps: warmup_steps(r, &p, 2),
         weight_decay: r.float(&format!("{p}.optim.weight_decay"), 0.0, 0.0, 10.0),
         betas,
+    }
+}
+
+/// `{p}.loss_agg_mode`, one of [`LossAgg::NAMES`].
+pub(crate) fn loss_agg(r: &mut Reader, path: &str, default: LossAgg) -> LossAgg {
+    match r.choice(path, default.name(), &LossAgg::NAMES).as_str() {
+        "seq-mean-token-sum" => LossAgg::SeqMeanTokenSum,
+        "seq-mean-token-mean" => LossAgg::SeqMeanTokenMean,
+        _ => LossAgg::TokenMean,
+    }
+}
+
+/// `{p}.optim.lr_warmup_steps` (`default` when unset); verl's -1 means "use
+/// `lr_warmup_steps_ratio` of the total steps".
+pub(crate) fn warmup_steps(r: &mut Reader, p: &str, default: u64) -> u64 {
+    match r.uint_or_sentinel(&format!("{p}.optim.lr_warmup_steps"), default) {
+        Some(n) => n,
+        None => {
+            let ratio = r.float(&format!("{p}.optim.lr_warmup_steps_ratio"), 0.0, 0.0, 1.0);
+            let total = r
+                .get("trainer.total_training_steps")
+                .and_then(Node::as_u64)
+                .unwrap_or(12);
+            (ratio * total as f64).floor() as u64
+        }
     }
 }
 
@@ -663,7 +835,7 @@ fn read_rollout(r: &mut Reader) -> RolloutConfig {
                 _ => {
                     r.errors.push(format!(
                         "{p}.top_k: expected -1 (off) or a positive integer, got {}",
-                        show(v)
+                        v.show()
                     ));
                     -1
                 }
@@ -677,16 +849,29 @@ fn read_rollout(r: &mut Reader) -> RolloutConfig {
 }
 
 fn read_algorithm(r: &mut Reader) -> AlgorithmConfig {
-    r.choice("algorithm.adv_estimator", "grpo", &["grpo"]);
+    let name = r.choice("algorithm.adv_estimator", "grpo", VERL_ESTIMATORS);
+    let max_gen = match r.uint("algorithm.filter_groups.max_num_gen_batches", 4, 0) {
+        0 => usize::MAX,
+        n => usize::try_from(n).unwrap_or(usize::MAX),
+    };
     let filter = FilterGroups {
         enable: r.boolean("algorithm.filter_groups.enable", false),
-        max_num_gen_batches: r.uint("algorithm.filter_groups.max_num_gen_batches", 4, 1) as usize,
+        max_num_gen_batches: max_gen,
     };
     if r.get("algorithm.filter_groups.metric").is_some() {
-        r.choice("algorithm.filter_groups.metric", "acc", &["acc", "score"]);
+        r.choice(
+            "algorithm.filter_groups.metric",
+            "acc",
+            &["acc", "score", "reward", "seq_reward", "seq_final_reward"],
+        );
     }
     AlgorithmConfig {
-        adv_estimator: AdvEstimator::Grpo,
+        adv_estimator: if name == "gae" {
+            AdvEstimator::Gae
+        } else {
+            AdvEstimator::Grpo
+        },
+        adv_estimator_name: name,
         norm_adv_by_std_in_grpo: r.boolean("algorithm.norm_adv_by_std_in_grpo", true),
         filter_groups: filter,
     }
@@ -701,12 +886,12 @@ fn read_trainer(r: &mut Reader) -> TrainerSection {
         n_gpus_per_node: gpus,
         sft_warmup_steps: r.uint("trainer.sft_warmup_steps", 60, 0),
         sft_lr: r.float("trainer.sft_lr", 3e-3, 0.0, 10.0),
-        test_freq: r.uint("trainer.test_freq", 0, 0),
+        test_freq: r.uint_or_sentinel("trainer.test_freq", 0).unwrap_or(0),
         val_batch_size: r.size("trainer.val_batch_size", 64),
         default_local_dir: PathBuf::from(
             r.string("trainer.default_local_dir", "outputs/checkpoints"),
         ),
-        save_freq: r.uint("trainer.save_freq", 0, 0),
+        save_freq: r.uint_or_sentinel("trainer.save_freq", 0).unwrap_or(0),
         resume_mode: r.string("trainer.resume_mode", "disable"),
         seed: r.uint("trainer.seed", 1, 0),
     }

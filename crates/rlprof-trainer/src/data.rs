@@ -3,7 +3,7 @@
 
 use crate::config::{DataConfig, TaskKind};
 use crate::error::{Result, TrainerError};
-use rand::{rngs::StdRng, Rng, SeedableRng};
+use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::Value;
 use std::path::Path;
 

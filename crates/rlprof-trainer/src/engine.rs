@@ -4,20 +4,22 @@
 //! collectives of their [`Communicator`].
 
 use crate::algo::{self, GlobalDenoms, LossInputs, LossSettings};
-use crate::comm::{shard_len, Communicator};
+use crate::comm::{Communicator, shard_len};
 use crate::config::TrainConfig;
 use crate::data::Prompt;
 use crate::error::{Result, TrainerError};
+use crate::model::autograd;
 use crate::model::{
-    ids_tensor, token_logprob_only, token_logprobs, Attn, KvCache, ModelConfig, ParamStore,
-    Transformer,
+    Attn, KvCache, ModelConfig, ParamStore, Transformer, ids_tensor, token_logprob_only,
+    token_logprobs,
 };
-use crate::optim::{clip_coef, AdamW, ShardedAdamW};
+use crate::optim::{AdamW, ShardedAdamW, clip_coef};
 use crate::reward;
 use crate::tokenizer::Tok;
-use candle_core::{Device, Tensor};
-use rand::{rngs::StdRng, Rng, SeedableRng};
-use rlprof_profiler::{iteration, plan::IterKind};
+use crate::{h, t};
+use candle_core::{Device, Tensor, Var};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use rlprof_profiler::{NameId, iteration, name, plan::IterKind, scope};
 
 /// One generated response and everything computed about it during the step.
 #[derive(Debug, Clone)]
@@ -38,6 +40,12 @@ pub struct Sample {
     pub old_logp: Vec<f32>,
     /// Reference log-probs (`compute_ref_log_prob`).
     pub ref_logp: Vec<f32>,
+    /// Per-token advantages (GAE); empty: `adv` on every token (GRPO).
+    pub token_adv: Vec<f32>,
+    /// Critic values per response token (`compute_values`, GAE only).
+    pub values: Vec<f32>,
+    /// GAE returns per response token.
+    pub returns: Vec<f32>,
 }
 
 /// Sampling settings of one generation call.
@@ -100,7 +108,11 @@ pub struct Engine<C: Communicator> {
     flat: Vec<f32>,
     /// Shard length.
     shard: usize,
-    device: Device,
+    pub(crate) device: Device,
+    /// Module path of each actor parameter (its name without `.weight`/`.bias`).
+    param_modules: Vec<NameId>,
+    /// The critic (PPO with GAE; see [`Engine::init_critic`]).
+    pub(crate) critic: Option<crate::critic::Critic>,
 }
 
 impl<C: Communicator> Engine<C> {
@@ -122,6 +134,7 @@ impl<C: Communicator> Engine<C> {
         let shard = shard_len(actor.len(), world);
         let mut flat = actor.flat()?;
         flat.resize(shard * world, 0.0);
+        let param_modules = param_modules(&actor);
         Ok(Engine {
             cfg,
             comm,
@@ -138,6 +151,8 @@ impl<C: Communicator> Engine<C> {
             flat,
             shard,
             device,
+            param_modules,
+            critic: None,
         })
     }
 
@@ -197,6 +212,9 @@ impl<C: Communicator> Engine<C> {
                 adv: 0.0,
                 old_logp: Vec::new(),
                 ref_logp: Vec::new(),
+                token_adv: Vec::new(),
+                values: Vec::new(),
+                returns: Vec::new(),
             })
             .collect())
     }
@@ -245,35 +263,44 @@ impl<C: Communicator> Engine<C> {
             let attn = Attn::full(&valid, &self.device)?;
             model.forward_last(&ids_tensor(&ids, &self.device)?, &attn, Some(&mut cache))?
         };
-        let mut next = sample_rows(&logits, s, &mut rngs)?;
+        let sampler = name!("sampler");
+        let mut next = h!("sample", sampler, logits.elem_count() * 4, {
+            sample_rows(&logits, s, &mut rngs)
+        })?;
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); b];
         let mut done = vec![false; b];
         for t in 0..s.max_tokens {
-            for i in 0..b {
-                if !done[i] {
-                    out[i].push(next[i]);
-                    done[i] = !s.ignore_eos && next[i] == self.tok.eos_id;
+            let finished = h!("stop_check", sampler, b * 4, {
+                for i in 0..b {
+                    if !done[i] {
+                        out[i].push(next[i]);
+                        done[i] = !s.ignore_eos && next[i] == self.tok.eos_id;
+                    }
                 }
-            }
-            if t + 1 == s.max_tokens || done.iter().all(|d| *d) {
+                t + 1 == s.max_tokens || done.iter().all(|d| *d)
+            });
+            if finished {
                 break;
             }
             let _it = iteration(IterKind::DecodeStep);
-            let positions: Vec<u32> = (0..b).map(|i| (prompts[i].len() + t) as u32).collect();
-            // Finished rows feed padding; their outputs are ignored.
-            for (v, d) in valid.iter_mut().zip(&done) {
-                v.push(!d);
-            }
-            let step_ids: Vec<Vec<u32>> = (0..b)
-                .map(|i| vec![if done[i] { pad } else { next[i] }])
-                .collect();
-            let attn = Attn::decode(&positions, &valid, &self.device)?;
-            let logits = model.forward_last(
-                &ids_tensor(&step_ids, &self.device)?,
-                &attn,
-                Some(&mut cache),
-            )?;
-            next = sample_rows(&logits, s, &mut rngs)?;
+            let (ids_t, attn) = h!("prepare_inputs", data_module(), b * valid[0].len() * 4, {
+                let positions: Vec<u32> = (0..b).map(|i| (prompts[i].len() + t) as u32).collect();
+                // Finished rows feed padding; their outputs are ignored.
+                for (v, d) in valid.iter_mut().zip(&done) {
+                    v.push(!d);
+                }
+                let step_ids: Vec<Vec<u32>> = (0..b)
+                    .map(|i| vec![if done[i] { pad } else { next[i] }])
+                    .collect();
+                Ok::<_, candle_core::Error>((
+                    ids_tensor(&step_ids, &self.device)?,
+                    Attn::decode(&positions, &valid, &self.device)?,
+                ))
+            })?;
+            let logits = model.forward_last(&ids_t, &attn, Some(&mut cache))?;
+            next = h!("sample", sampler, logits.elem_count() * 4, {
+                sample_rows(&logits, s, &mut rngs)
+            })?;
         }
         Ok(out)
     }
@@ -349,7 +376,12 @@ impl<C: Communicator> Engine<C> {
             let refs: Vec<&Sample> = chunk.iter().collect();
             let batch = SeqBatch::new(&refs, self.tok.pad_id, &self.device)?;
             let lp = batch.logprobs_only(model, temp)?;
-            let rows = lp.to_vec2::<f32>()?;
+            let rows = h!(
+                "to_host",
+                data_module(),
+                lp.elem_count() * 4,
+                lp.to_vec2::<f32>()
+            )?;
             for (s, row) in chunk.iter_mut().zip(rows) {
                 let v = row[..s.response.len()].to_vec();
                 if reference {
@@ -393,9 +425,10 @@ impl<C: Communicator> Engine<C> {
                     tokens: d[0].max(1.0),
                     seqs: d[1],
                 };
-                let mut grads = vec![0f32; self.flat.len()];
+                let mut grads = zero_grad(self.flat.len());
                 for micro in mini.chunks(a.ppo_micro_batch_size_per_gpu) {
                     let _it = iteration(IterKind::MicroBatch);
+                    let _grad = autograd::grad_enabled();
                     let refs: Vec<&Sample> = micro.iter().collect();
                     let batch = SeqBatch::new(&refs, self.tok.pad_id, &self.device)?;
                     let (lp, ent) = batch.logprobs(&self.train_model, temp)?;
@@ -405,20 +438,29 @@ impl<C: Communicator> Engine<C> {
                     } else {
                         None
                     };
-                    let adv = batch.per_seq(&refs, |s| s.adv)?;
-                    let out = algo::actor_loss(
-                        &LossInputs {
-                            logp: &lp,
-                            entropy: &ent,
-                            old_logp: &old,
-                            ref_logp: refl.as_ref(),
-                            adv: &adv,
-                            mask: &batch.mask,
-                        },
-                        settings,
-                        denoms,
-                    )?;
-                    let lv = out.loss.to_scalar::<f32>()?;
+                    let adv = batch.advantages(&refs)?;
+                    let mut stats = None;
+                    let loss = t!("compute_policy_loss", loss_module(), [&lp, &ent], 0, {
+                        autograd::region(&lp, &ent, |lp, ent| {
+                            let out = algo::actor_loss(
+                                &LossInputs {
+                                    logp: lp,
+                                    entropy: ent,
+                                    old_logp: &old,
+                                    ref_logp: refl.as_ref(),
+                                    adv: &adv,
+                                    mask: &batch.mask,
+                                },
+                                settings,
+                                denoms,
+                            )?;
+                            let l = out.loss.clone();
+                            stats = Some(out);
+                            Ok(l)
+                        })
+                    })?;
+                    let out = stats.expect("the loss region ran");
+                    let lv = loss.to_scalar::<f32>()?;
                     if !lv.is_finite() {
                         return Err(TrainerError::NonFinite {
                             step,
@@ -426,7 +468,7 @@ impl<C: Communicator> Engine<C> {
                             value: lv as f64,
                         });
                     }
-                    self.accumulate_grads(&out.loss, &mut grads)?;
+                    self.accumulate_grads(&loss, &mut grads)?;
                     local[0] += out.pg_loss;
                     local[1] += out.kl;
                     local[2] += out.entropy;
@@ -463,18 +505,29 @@ impl<C: Communicator> Engine<C> {
                 adv: 0.0,
                 old_logp: Vec::new(),
                 ref_logp: Vec::new(),
+                token_adv: Vec::new(),
+                values: Vec::new(),
+                returns: Vec::new(),
             })
             .collect();
         let refs: Vec<&Sample> = samples.iter().collect();
-        let mut grads = vec![0f32; self.flat.len()];
+        let mut grads = zero_grad(self.flat.len());
         let mut loss_sum = [0f32];
         for micro in refs.chunks(self.cfg.actor.ppo_micro_batch_size_per_gpu.max(1)) {
+            let _grad = autograd::grad_enabled();
             let batch = SeqBatch::new(micro, self.tok.pad_id, &self.device)?;
             let (lp, _) = batch.logprobs(&self.train_model, 1.0)?;
-            let loss = lp
-                .mul(&batch.mask)?
-                .sum_all()?
-                .affine(-1.0 / tokens[0].max(1.0) as f64, 0.0)?;
+            let scale = -1.0 / tokens[0].max(1.0) as f64;
+            let loss = t!(
+                "compute_sft_loss",
+                loss_module(),
+                [&lp],
+                0,
+                autograd::region(&lp, &batch.mask, |lp, mask| lp
+                    .mul(mask)?
+                    .sum_all()?
+                    .affine(scale, 0.0))
+            )?;
             let lv = loss.to_scalar::<f32>()?;
             if !lv.is_finite() {
                 return Err(TrainerError::NonFinite {
@@ -491,22 +544,12 @@ impl<C: Communicator> Engine<C> {
         Ok(loss_sum[0])
     }
 
-    /// Backward of `loss`, adding each parameter's gradient into the flat buffer.
+    /// Backward of `loss` (every node a recorded op, [`autograd`]), then gradient accumulation:
+    /// each parameter's gradient added into the flat buffer (op `accumulate_grad` per
+    /// parameter, under the parameter's module path).
     fn accumulate_grads(&self, loss: &Tensor, flat: &mut [f32]) -> Result<()> {
-        let _ph = rlprof_profiler::scope(rlprof_profiler::name!("backward"));
-        let gs = loss.backward()?;
-        let mut off = 0;
-        for v in self.actor.vars() {
-            let n = v.elem_count();
-            if let Some(g) = gs.get(v.as_tensor()) {
-                let g = g.flatten_all()?.to_vec1::<f32>()?;
-                for (d, x) in flat[off..off + n].iter_mut().zip(&g) {
-                    *d += x;
-                }
-            }
-            off += n;
-        }
-        Ok(())
+        let vars: Vec<&Var> = self.actor.vars().iter().collect();
+        backward_into(loss, &vars, &self.param_modules, flat)
     }
 
     /// Per-parameter gradient norms of `loss` (for the every-weight-learns test).
@@ -533,25 +576,16 @@ impl<C: Communicator> Engine<C> {
     /// ZeRO-2 update: reduce-scatter gradients, clip by the global norm, AdamW on this rank's
     /// shard, all-gather the parameters. Returns the global grad norm before clipping.
     fn apply_grads(&mut self, grads: &mut [f32], max_norm: f32, step: u64) -> Result<f32> {
-        let (r, sh) = (self.comm.rank(), self.shard);
-        let mut g = vec![0f32; sh];
-        self.comm.reduce_scatter_sum(grads, &mut g)?;
-        let mut sq = [g.iter().map(|x| x * x).sum::<f32>()];
-        self.comm.all_reduce_sum(&mut sq)?;
-        let norm = sq[0].sqrt();
-        if !norm.is_finite() {
-            return Err(TrainerError::NonFinite {
-                step,
-                what: "grad_norm",
-                value: norm as f64,
-            });
-        }
-        let coef = clip_coef(norm, max_norm);
-        let mut mine = self.flat[r * sh..(r + 1) * sh].to_vec();
-        self.opt.step(&mut mine, &g, coef);
-        self.comm.all_gather(&mine, &mut self.flat)?;
-        self.actor.set_flat(&self.flat[..self.actor.len()])?;
-        Ok(norm)
+        let mut z = Zero2 {
+            comm: &self.comm,
+            opt: &mut self.opt,
+            flat: &mut self.flat,
+            shard: self.shard,
+        };
+        let actor = &self.actor;
+        z.step(grads, max_norm, step, "grad_norm", |flat| {
+            Ok(actor.set_flat(&flat[..actor.len()])?)
+        })
     }
 
     /// This rank's flat parameters (unpadded).
@@ -590,7 +624,9 @@ impl SeqBatch {
     /// Builds the padded batch of `samples`; rows with the same prompt share its forward pass
     /// (GRPO's `n` samples per prompt).
     pub fn new(samples: &[&Sample], pad: u32, device: &Device) -> Result<SeqBatch> {
-        SeqBatch::with_sharing(samples, pad, device, true)
+        h!("collate", data_module(), 0, {
+            SeqBatch::with_sharing(samples, pad, device, true)
+        })
     }
 
     /// [`SeqBatch::new`], with prompt sharing on or off (off: every row runs its prompt).
@@ -710,7 +746,11 @@ impl SeqBatch {
     }
 
     /// A `[B, R]` tensor of per-token values (zero-padded).
-    fn per_token(&self, samples: &[&Sample], f: impl Fn(&Sample) -> &Vec<f32>) -> Result<Tensor> {
+    pub fn per_token(
+        &self,
+        samples: &[&Sample],
+        f: impl Fn(&Sample) -> &Vec<f32>,
+    ) -> Result<Tensor> {
         let mut v = Vec::with_capacity(samples.len() * self.r);
         for s in samples {
             let row = f(s);
@@ -722,6 +762,33 @@ impl SeqBatch {
             (samples.len(), self.r),
             self.mask.device(),
         )?)
+    }
+
+    /// Advantages `[B, R]`: per token (GAE) or the sequence's on every token (GRPO).
+    pub fn advantages(&self, samples: &[&Sample]) -> Result<Tensor> {
+        if samples
+            .iter()
+            .all(|s| !s.token_adv.is_empty() || s.response.is_empty())
+        {
+            self.per_token(samples, |s| &s.token_adv)
+        } else {
+            self.per_seq(samples, |s| s.adv)
+        }
+    }
+
+    /// Final hidden states `[B, R, H]` at the positions that predict the response tokens (what
+    /// a value head reads: the value of the state before each response token).
+    pub fn response_hidden(&self, model: &Transformer) -> Result<Tensor> {
+        Ok(match &self.pass {
+            Pass::Full { ids, attn } => model.hidden_span(ids, attn, self.p - 1, self.r)?,
+            Pass::Shared {
+                prefix_ids,
+                prefix_attn,
+                rows,
+                suffix_ids,
+                suffix_attn,
+            } => model.hidden_shared(prefix_ids, prefix_attn, rows, suffix_ids, suffix_attn)?,
+        })
     }
 
     /// A `[B, R]` tensor of a per-sequence value broadcast over tokens.
@@ -738,8 +805,134 @@ impl SeqBatch {
     }
 }
 
+/// The module path of each parameter of `store` (`model.layers.0.mlp.up_proj.weight` ->
+/// `model.layers.0.mlp.up_proj`).
+pub(crate) fn param_modules(store: &ParamStore) -> Vec<NameId> {
+    store
+        .names()
+        .iter()
+        .map(|n| rlprof_profiler::intern(n.rsplit_once('.').map_or(n.as_str(), |(m, _)| m)))
+        .collect()
+}
+
+/// Backward of `loss` (every node a recorded op, [`autograd`]), then gradient accumulation:
+/// each of `vars`' gradient added into its slice of `flat` (op `accumulate_grad` under the
+/// parameter's module path `modules[i]`).
+pub(crate) fn backward_into(
+    loss: &Tensor,
+    vars: &[&Var],
+    modules: &[NameId],
+    flat: &mut [f32],
+) -> Result<()> {
+    let bwd = scope(name!("backward"));
+    let gs = {
+        let _nodes = autograd::backward_scope();
+        loss.backward()?
+    };
+    drop(bwd);
+    let _acc = scope(name!("gradient_accumulation"));
+    let mut off = 0;
+    for (v, module) in vars.iter().zip(modules) {
+        let n = v.elem_count();
+        if let Some(g) = gs.get(v.as_tensor()) {
+            h!(
+                "accumulate_grad",
+                *module,
+                n * 4,
+                accumulate(g, &mut flat[off..off + n])
+            )?;
+        }
+        off += n;
+    }
+    Ok(())
+}
+
+/// One ZeRO-2 optimizer update over a flat parameter vector whose optimizer state is sharded.
+pub(crate) struct Zero2<'a, C: Communicator> {
+    pub comm: &'a C,
+    pub opt: &'a mut ShardedAdamW,
+    /// Full flat parameters, padded to `world * shard`.
+    pub flat: &'a mut Vec<f32>,
+    pub shard: usize,
+}
+
+impl<C: Communicator> Zero2<'_, C> {
+    /// Reduce-scatter of `grads` (range `ZeRO2::reduce_scatter_grads`), global-norm clipping
+    /// (`clip_grad_norm_`: a norm op and an all-reduce), AdamW on this rank's shard and the
+    /// all-gather of the parameters (`Optimizer.step#AdamW.step`, with `ZeRO2::all_gather_params`
+    /// inside), then `publish` of the new flat parameters into the model (op `copy_`). Returns
+    /// the global grad norm before clipping; `what` names it in errors.
+    pub(crate) fn step(
+        &mut self,
+        grads: &mut [f32],
+        max_norm: f32,
+        step: u64,
+        what: &'static str,
+        publish: impl FnOnce(&[f32]) -> Result<()>,
+    ) -> Result<f32> {
+        let (r, sh) = (self.comm.rank(), self.shard);
+        let opt = name!("optimizer");
+        let mut g = vec![0f32; sh];
+        {
+            let _s = scope(name!("ZeRO2::reduce_scatter_grads"));
+            self.comm.reduce_scatter_sum(grads, &mut g)?;
+        }
+        let norm = {
+            let _s = scope(name!("clip_grad_norm_"));
+            let mut sq = [h!("linalg_vector_norm", opt, sh * 4, {
+                g.iter().map(|x| x * x).sum::<f32>()
+            })];
+            self.comm.all_reduce_sum(&mut sq)?;
+            sq[0].sqrt()
+        };
+        if !norm.is_finite() {
+            return Err(TrainerError::NonFinite {
+                step,
+                what,
+                value: norm as f64,
+            });
+        }
+        let coef = clip_coef(norm, max_norm);
+        let _s = scope(name!("Optimizer.step#AdamW.step"));
+        let mut mine = self.flat[r * sh..(r + 1) * sh].to_vec();
+        h!("adamw", opt, sh * 16, self.opt.step(&mut mine, &g, coef));
+        {
+            let _s = scope(name!("ZeRO2::all_gather_params"));
+            self.comm.all_gather(&mine, &mut self.flat[..])?;
+        }
+        h!("copy_", opt, self.flat.len() * 4, publish(&self.flat[..]))?;
+        Ok(norm)
+    }
+}
+
+/// Module path of host-side input preparation.
+pub(crate) fn data_module() -> NameId {
+    name!("data")
+}
+
+/// Module path of the loss ops.
+pub(crate) fn loss_module() -> NameId {
+    name!("loss")
+}
+
+/// A zeroed flat gradient buffer, as range `Optimizer.zero_grad#AdamW.zero_grad` with op `zero_`.
+pub(crate) fn zero_grad(len: usize) -> Vec<f32> {
+    let _s = scope(name!("Optimizer.zero_grad#AdamW.zero_grad"));
+    h!("zero_", name!("optimizer"), len * 4, vec![0f32; len])
+}
+
+/// Adds gradient `g` into `dst` (same element count).
+fn accumulate(g: &Tensor, dst: &mut [f32]) -> Result<()> {
+    let g = g.flatten_all()?;
+    let g = g.to_vec1::<f32>()?;
+    for (d, x) in dst.iter_mut().zip(&g) {
+        *d += x;
+    }
+    Ok(())
+}
+
 /// Splits `v` into `k` contiguous chunks whose sizes differ by at most one.
-fn split_even<T>(v: &[T], k: usize) -> Vec<&[T]> {
+pub(crate) fn split_even<T>(v: &[T], k: usize) -> Vec<&[T]> {
     let (q, rem) = (v.len() / k, v.len() % k);
     let mut out = Vec::with_capacity(k);
     let mut off = 0;

@@ -17,10 +17,10 @@ pub const FAIL_RANK_ENV: &str = "RLPROF_TEST_FAIL_RANK";
 
 /// Applies the configured faults of `rank` at the start of RL step `step`.
 pub fn at_step_start(rank: usize, step: u64) -> Result<()> {
-    if let Some((r, delay)) = slow_rank() {
-        if r == rank {
-            std::thread::sleep(delay);
-        }
+    if let Some((r, delay)) = slow_rank()
+        && r == rank
+    {
+        std::thread::sleep(delay);
     }
     match fail_rank() {
         Some((r, s, exit)) if r == rank && s == step => {

@@ -6,14 +6,14 @@ use crate::checkpoint;
 use crate::comm::{Communicator, InProcess, Traced};
 use crate::config::TrainConfig;
 use crate::data::{Prompt, Source};
-use crate::engine::{mix, Engine, Sample, Sampling};
+use crate::engine::{Engine, Sample, Sampling, mix};
 use crate::error::{Result, TrainerError};
 use crate::model::{ModelConfig, ParamStore};
 use crate::optim::AdamW;
 use crate::tokenizer::Tok;
 use crate::{RunOptions, RunSummary, StepMetrics};
 use candle_core::Device;
-use rlprof_profiler::{phase, Profiler, RankProfiler, RoleCall};
+use rlprof_profiler::{Profiler, RankProfiler, RoleCall, phase};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Instant;
@@ -121,11 +121,23 @@ pub fn run_rank<C: Communicator>(
     report: &mut dyn FnMut(Event),
 ) -> Result<RankOutcome> {
     let mut eng = build_engine(cfg, comm)?;
+    #[cfg(feature = "cuda")]
+    let _cuda = crate::cuda::attach(rp, eng.actor.device(), &ranks_in_process(&eng.comm))?;
     let result = train(&mut eng, rp, max_steps, report);
     if let Err(e) = &result {
         eng.comm.abort_with(&e.to_string());
     }
     result
+}
+
+/// The ranks that share this process: all of an in-process job's, or this one under MPI.
+#[cfg(feature = "cuda")]
+fn ranks_in_process<C: Communicator>(comm: &C) -> Vec<u32> {
+    if crate::comm::launcher_world().is_some() {
+        vec![comm.rank() as u32]
+    } else {
+        (0..comm.world_size() as u32).collect()
+    }
 }
 
 fn train<C: Communicator>(
@@ -140,6 +152,7 @@ fn train<C: Communicator>(
         eng.freeze_reference()?;
     }
     eng.reset_optimizer(rl_hparams(&cfg));
+    eng.init_critic()?;
     let mut start = 1;
     if let Some(step) = resume_point(&cfg)? {
         resume(eng, &cfg, step)?;
@@ -339,11 +352,31 @@ fn rl_step<C: Communicator>(
             eng.log_probs(&mut samples, true)
         })?;
     }
+    let gae = cfg.algorithm.adv_estimator == crate::config::AdvEstimator::Gae;
+    if gae {
+        timed(&mut timing, "values", || {
+            let _call = rp.role_call(RoleCall::ComputeValues);
+            let _ph = phase("values");
+            eng.compute_values(&mut samples)
+        })?;
+    }
     timed(&mut timing, "adv", || {
         let _ph = phase("adv");
+        if gae {
+            return eng.gae_advantages(&mut samples);
+        }
         eng.advantages(&mut samples, n);
         Ok(())
     })?;
+    let critic_stats = if gae {
+        Some(timed(&mut timing, "update_critic", || {
+            let _call = rp.role_call(RoleCall::UpdateCritic);
+            let _ph = phase("update_critic");
+            eng.update_critic(&samples, step)
+        })?)
+    } else {
+        None
+    };
     let stats = timed(&mut timing, "update_actor", || {
         let _call = rp.role_call(RoleCall::UpdateActor);
         let _ph = phase("update_actor");
@@ -356,7 +389,13 @@ fn rl_step<C: Communicator>(
     let val = validation(eng, &cfg, step)?;
     let step_s = t_step.elapsed().as_secs_f64();
     timing.insert("step".into(), step_s);
-    step_metrics(eng, step, &samples, &stats, timing, gen_batches, val)
+    let mut m = step_metrics(eng, step, &samples, &stats, timing, gen_batches, val)?;
+    if let Some(cs) = critic_stats {
+        m.values
+            .extend(cs.metrics().iter().map(|(k, v)| (k.to_string(), *v)));
+        m.values.extend(eng.gae_metrics(&samples)?);
+    }
+    Ok(m)
 }
 
 fn timed<T>(
@@ -466,17 +505,24 @@ fn step_metrics<C: Communicator>(
 }
 
 /// Gives each of `local_ranks` ranks of this process its share of the cores for candle's CPU
-/// kernels, unless the user set `CANDLE_NUM_THREADS` / `RAYON_NUM_THREADS`. Must run before the
+/// kernels (once per process: the first job's share stays), unless the user set `CANDLE_NUM_THREADS` / `RAYON_NUM_THREADS`. Must run before the
 /// first tensor op. Without it, every rank thread feeds candle's one global spinning thread pool
 /// and the ranks spin against each other (measured: 3.9x slower steps with 2 ranks on 2 cores).
 pub fn configure_engine_threads(local_ranks: usize) {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let per_rank = (cores / local_ranks.max(1)).max(1).to_string();
-    for var in ["CANDLE_NUM_THREADS", "RAYON_NUM_THREADS"] {
-        if std::env::var_os(var).is_none() {
-            std::env::set_var(var, &per_rank);
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let per_rank = (cores / local_ranks.max(1)).max(1).to_string();
+        for var in ["CANDLE_NUM_THREADS", "RAYON_NUM_THREADS"] {
+            if std::env::var_os(var).is_none() {
+                // SAFETY: once per process, before this job's rank threads and tensor ops start.
+                // Rust's own environment reads (other threads' `std::env::var`) take the same
+                // lock as this write; no C code of this process reads the environment on another
+                // thread at this point (MPI and CUDA are called from the rank threads, later).
+                unsafe { std::env::set_var(var, &per_rank) };
+            }
         }
-    }
+    });
 }
 
 /// Keeps freed tensor memory in glibc's heap instead of returning it to the kernel after every
@@ -497,7 +543,7 @@ pub fn tune_host_allocator() {
 /// `trainer.nnodes * trainer.n_gpus_per_node`. Rank 0 writes the metrics and calls the
 /// callbacks; the summary's `final_params` are this rank's (identical on every rank).
 pub fn run_process<C: Communicator>(
-    doc: &serde_yaml::Value,
+    doc: &rlprof_profiler::config::Node,
     profiler: Profiler,
     opts: RunOptions,
     comm: C,
@@ -549,18 +595,30 @@ pub fn run_process<C: Communicator>(
     })
 }
 
+/// `{default_local_dir}/metrics-{ms}-{pid}.jsonl`: the process id keeps two runs started in the
+/// same millisecond apart (and [`MetricsWriter::create`] never opens an existing file).
 fn default_metrics_path(cfg: &TrainConfig) -> std::path::PathBuf {
     let ts = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
-    cfg.trainer
-        .default_local_dir
-        .join(format!("metrics-{ts}.jsonl"))
+    // Several runs of one process (tests, notebooks) get a sequence number too.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pid = std::process::id();
+    let name = match seq {
+        0 => format!("metrics-{ts}-{pid}.jsonl"),
+        n => format!("metrics-{ts}-{pid}-{n}.jsonl"),
+    };
+    cfg.trainer.default_local_dir.join(name)
 }
 
 /// Runs the job with `trainer.nnodes * trainer.n_gpus_per_node` in-process ranks.
-pub fn run(doc: &serde_yaml::Value, profiler: Profiler, opts: RunOptions) -> Result<RunSummary> {
+pub fn run(
+    doc: &rlprof_profiler::config::Node,
+    profiler: Profiler,
+    opts: RunOptions,
+) -> Result<RunSummary> {
     let cfg = TrainConfig::from_doc(doc)?;
     let world = cfg.world_size();
     configure_engine_threads(world);
@@ -712,7 +770,12 @@ impl MetricsWriter {
         if let Some(d) = path.parent() {
             std::fs::create_dir_all(d).map_err(|e| TrainerError::io(d, e))?;
         }
-        let file = std::fs::File::create(path).map_err(|e| TrainerError::io(path, e))?;
+        // A new file only: another run's metrics are never truncated.
+        let file = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| TrainerError::io(path, e))?;
         Ok(MetricsWriter {
             file,
             path: path.to_path_buf(),

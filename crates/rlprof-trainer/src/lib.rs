@@ -8,7 +8,7 @@
 //! and [`comm`] (collectives) -> [`job`] (the loop, metrics, checkpoints via [`checkpoint`]).
 //!
 //! ```no_run
-//! let doc: serde_yaml::Value = serde_yaml::from_str("trainer: {total_training_steps: 2}").unwrap();
+//! let doc = rlprof_profiler::config::parse_yaml("trainer: {total_training_steps: 2}").unwrap();
 //! let profiler = rlprof_profiler::Profiler::new(rlprof_profiler::ProfilePlan::disabled(1));
 //! let summary = rlprof_trainer::run(&doc, profiler, Default::default()).unwrap();
 //! assert_eq!(summary.steps, 2);
@@ -18,6 +18,10 @@ pub mod algo;
 pub mod checkpoint;
 pub mod comm;
 pub mod config;
+pub mod critic;
+pub mod critic_config;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod data;
 pub mod engine;
 pub mod error;
@@ -33,7 +37,7 @@ use std::path::PathBuf;
 
 pub use config::TrainConfig;
 pub use error::TrainerError;
-pub use job::{run, run_process, run_rank, Event, RankOutcome};
+pub use job::{Event, RankOutcome, run, run_process, run_rank};
 
 /// The profiler handle the trainer reports to.
 pub type ProfilerHandle = rlprof_profiler::Profiler;
@@ -71,7 +75,8 @@ pub struct RunOptions {
     pub on_warmup: Option<WarmupCallback>,
     /// Stop after this many steps (overrides the config when set).
     pub max_steps: Option<u64>,
-    /// Where metrics JSONL goes (default `{trainer.default_local_dir}/metrics-{ms}.jsonl`).
+    /// Where metrics JSONL goes (default `{trainer.default_local_dir}/metrics-{ms}-{pid}.jsonl`);
+    /// the file must not exist (another run's metrics are never truncated).
     pub metrics_path: Option<PathBuf>,
 }
 
@@ -97,7 +102,7 @@ pub struct RunSummary {
 }
 
 /// Number of ranks: `trainer.nnodes * trainer.n_gpus_per_node`.
-pub fn world_size(doc: &serde_yaml::Value) -> u32 {
+pub fn world_size(doc: &rlprof_profiler::config::Node) -> u32 {
     let get = |k: &str| {
         doc.get("trainer")
             .and_then(|t| t.get(k))

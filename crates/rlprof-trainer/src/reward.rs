@@ -1,7 +1,7 @@
 //! Rule-based rewards: exact answer match for the built-in arithmetic task, expression checking
 //! for countdown, GSM8K-style `#### answer` extraction, and DAPO's overlong reward shaping.
 
-use crate::data::{eval_expr, COUNTDOWN};
+use crate::data::{COUNTDOWN, eval_expr};
 
 /// Reward of `response` for a prompt of `data_source` with answer `ground_truth`: 1 or 0.
 pub fn score(data_source: &str, prompt: &str, response: &str, ground_truth: &str) -> f32 {

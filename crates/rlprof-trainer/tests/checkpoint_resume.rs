@@ -2,6 +2,7 @@
 //! a checkpoint and resumed (`resume_mode: auto`) ends with the same parameters as an
 //! uninterrupted one; non-finite values stop training with an error naming the step.
 
+use rlprof_profiler::config::{Node, parse_yaml};
 use rlprof_profiler::{ProfilePlan, Profiler};
 use rlprof_trainer::comm::InProcess;
 use rlprof_trainer::engine::Sample;
@@ -10,7 +11,7 @@ use rlprof_trainer::{TrainConfig, TrainerError};
 
 const DEFAULT: &str = include_str!("../../../configs/grpo_default.yaml");
 
-fn small(dir: &std::path::Path, extra: &[String]) -> serde_yaml::Value {
+fn small(dir: &std::path::Path, extra: &[String]) -> Node {
     let mut o: Vec<String> = vec![
         format!("trainer.default_local_dir={}", dir.display()),
         "trainer.sft_warmup_steps=3".into(),
@@ -25,7 +26,7 @@ fn small(dir: &std::path::Path, extra: &[String]) -> serde_yaml::Value {
     rlprof_profiler::config::load_document_str(DEFAULT, "test", &o).unwrap()
 }
 
-fn params(doc: &serde_yaml::Value) -> Vec<f32> {
+fn params(doc: &Node) -> Vec<f32> {
     rlprof_trainer::run(
         doc,
         Profiler::new(ProfilePlan::disabled(2)),
@@ -75,7 +76,7 @@ fn fixed_seed_reproduces_and_resume_continues_exactly() {
 
 #[test]
 fn non_finite_loss_is_an_error_naming_the_step() {
-    let doc: serde_yaml::Value = serde_yaml::from_str(
+    let doc = parse_yaml(
         "actor_rollout_ref: {model: {hidden_size: 32, num_hidden_layers: 1, intermediate_size: 64}}",
     )
     .unwrap();
@@ -96,6 +97,9 @@ fn non_finite_loss_is_an_error_naming_the_step() {
         adv: 1.0,
         old_logp: vec![0.0; resp.len()],
         ref_logp: vec![0.0; resp.len()],
+        token_adv: vec![],
+        values: vec![],
+        returns: vec![],
     };
     let err = eng.update_actor(&[s.clone(), s], 7).unwrap_err();
     assert!(

@@ -1,10 +1,11 @@
 //! Bad training config fails before any work, with every problem at once, each naming its YAML
 //! path and the valid values.
 
+use rlprof_profiler::config::parse_yaml;
 use rlprof_trainer::{TrainConfig, TrainerError};
 
 fn errors(yaml: &str) -> Vec<String> {
-    let doc: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap();
+    let doc = parse_yaml(yaml).unwrap();
     match TrainConfig::from_doc(&doc) {
         Err(TrainerError::Config(e)) => e,
         other => panic!("expected a config error, got {other:?}"),
@@ -18,7 +19,7 @@ fn every_problem_is_reported_with_its_path_and_valid_values() {
 actor_rollout_ref:
   actor: {loss_agg_mode: token-sum, clip_ratio: -1, use_kl_loss: maybe}
   rollout: {top_k: 0, temperature: 0}
-algorithm: {adv_estimator: gae}
+algorithm: {adv_estimator: rloo}
 trainer: {n_gpus_per_node: 2}",
     );
     let has = |path: &str, words: &[&str]| {
@@ -41,13 +42,40 @@ trainer: {n_gpus_per_node: 2}",
     );
     has("actor_rollout_ref.rollout.top_k", &["-1 (off)"]);
     has("actor_rollout_ref.rollout.temperature", &["0"]);
-    has("algorithm.adv_estimator", &["gae", "grpo"]);
-    assert!(e.len() >= 8, "{e:#?}");
+    assert!(e.len() >= 7, "{e:#?}");
+}
+
+/// verl's other estimators are valid configuration (verl accepts them), so `config check` passes;
+/// `train` refuses them before any work, naming the key and what this trainer implements.
+#[test]
+fn a_verl_estimator_without_an_implementation_is_refused_at_start_not_at_check() {
+    let doc = parse_yaml("algorithm: {adv_estimator: rloo}").unwrap();
+    let cfg = TrainConfig::from_doc(&doc).expect("rloo is a valid verl estimator");
+    let e = cfg.start_errors();
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert!(
+        e[0].starts_with("algorithm.adv_estimator")
+            && e[0].contains("rloo")
+            && e[0].contains("grpo or gae"),
+        "{e:#?}"
+    );
+    for ok in ["grpo", "gae"] {
+        let doc = parse_yaml(&format!("algorithm: {{adv_estimator: {ok}}}")).unwrap();
+        assert!(
+            TrainConfig::from_doc(&doc)
+                .unwrap()
+                .start_errors()
+                .is_empty(),
+            "{ok}"
+        );
+    }
 }
 
 #[test]
 fn batch_that_does_not_split_over_ranks_is_an_error() {
-    let e = errors("data: {train_batch_size: 5}\nactor_rollout_ref: {actor: {ppo_mini_batch_size: 5}}\ntrainer: {n_gpus_per_node: 2}");
+    let e = errors(
+        "data: {train_batch_size: 5}\nactor_rollout_ref: {actor: {ppo_mini_batch_size: 5}}\ntrainer: {n_gpus_per_node: 2}",
+    );
     assert!(
         e.iter()
             .any(|m| m.starts_with("data.train_batch_size") && m.contains("2 ranks")),
@@ -68,12 +96,11 @@ fn the_shipped_configs_are_valid() {
             include_str!("../../../configs/bench_torch_peer.yaml"),
         ),
     ] {
-        let doc: serde_yaml::Value = serde_yaml::from_str(text).unwrap();
+        let doc = parse_yaml(text).unwrap();
         let cfg = TrainConfig::from_doc(&doc).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(cfg.world_size(), 2, "{name}");
     }
-    let dapo: serde_yaml::Value =
-        serde_yaml::from_str(include_str!("../../../recipes/dapo.yaml")).unwrap();
+    let dapo = parse_yaml(include_str!("../../../recipes/dapo.yaml")).unwrap();
     let d = TrainConfig::from_doc(&dapo).unwrap();
     assert!(d.algorithm.filter_groups.enable && !d.actor.use_kl_loss && d.overlong.enable);
     assert_eq!(d.actor.clip_ratio_high, 0.28);
@@ -81,7 +108,7 @@ fn the_shipped_configs_are_valid() {
 
 #[test]
 fn likely_typos_warn_and_verl_keys_do_not() {
-    let doc: serde_yaml::Value = serde_yaml::from_str(
+    let doc = parse_yaml(
         "trainer: {total_trainig_steps: 3}
 actor_rollout_ref: {actor: {ppo_epoch: 2, clip_ratio_c: 3.0, use_dynamic_bsz: false}}",
     )
@@ -105,4 +132,38 @@ actor_rollout_ref: {actor: {ppo_epoch: 2, clip_ratio_c: 3.0, use_dynamic_bsz: fa
         "{w}"
     );
     assert_eq!(cfg.warnings.len(), 2, "{w}");
+}
+
+/// verl's critic defaults: `lr_warmup_steps: -1` (use the ratio) and a `critic.model.path`
+/// interpolated from the actor's are valid; a different critic model is refused at `train` with
+/// `gae` only (with `grpo` the critic is not used).
+#[test]
+fn verl_critic_defaults_are_accepted_and_a_separate_critic_model_is_refused_at_start() {
+    let base = "actor_rollout_ref: {model: {path: /m/actor}}\n\
+                trainer: {total_training_steps: 10}\n";
+    let doc = parse_yaml(&format!(
+        "{base}algorithm: {{adv_estimator: gae}}\n\
+         critic: {{model: {{path: /m/actor}}, optim: {{lr_warmup_steps: -1, lr_warmup_steps_ratio: 0.5}}}}"
+    ))
+    .unwrap();
+    let cfg = TrainConfig::from_doc(&doc).expect("verl's critic defaults are valid");
+    assert_eq!(cfg.critic.lr_warmup_steps, 5);
+    assert!(cfg.start_errors().is_empty(), "{:?}", cfg.start_errors());
+    for est in ["gae", "grpo"] {
+        let doc = parse_yaml(&format!(
+            "{base}algorithm: {{adv_estimator: {est}}}\ncritic: {{model: {{path: /m/critic}}}}"
+        ))
+        .unwrap();
+        let e = TrainConfig::from_doc(&doc)
+            .expect("a separate critic model is valid verl configuration")
+            .start_errors();
+        if est == "gae" {
+            assert!(
+                e.len() == 1 && e[0].starts_with("critic.model.path") && e[0].contains("/m/critic"),
+                "{e:#?}"
+            );
+        } else {
+            assert!(e.is_empty(), "{e:#?}");
+        }
+    }
 }

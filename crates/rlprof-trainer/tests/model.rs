@@ -2,15 +2,16 @@
 //! Hugging Face directory round-trips, and bad checkpoints give errors naming the file.
 
 use candle_core::Device;
+use rlprof_profiler::config::parse_yaml;
+use rlprof_trainer::TrainConfig;
 use rlprof_trainer::checkpoint::{load_hf, save_hf};
 use rlprof_trainer::comm::InProcess;
 use rlprof_trainer::engine::{Engine, Sample, Sampling, SeqBatch};
 use rlprof_trainer::job::build_engine;
-use rlprof_trainer::model::{ids_tensor, Attn, Transformer};
-use rlprof_trainer::TrainConfig;
+use rlprof_trainer::model::{Attn, Transformer, ids_tensor};
 
 fn cfg(model_path: &str) -> TrainConfig {
-    let doc: serde_yaml::Value = serde_yaml::from_str(&format!(
+    let doc = parse_yaml(&format!(
         "actor_rollout_ref: {{model: {{path: '{model_path}', hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 64, tie_word_embeddings: false}}}}\ntrainer: {{seed: 7}}\n"
     ))
     .unwrap();
@@ -64,6 +65,9 @@ fn sample(eng: &Engine<InProcess>, p: &str, r: &str) -> Sample {
         adv: 0.0,
         old_logp: vec![],
         ref_logp: vec![],
+        token_adv: vec![],
+        values: vec![],
+        returns: vec![],
     }
 }
 

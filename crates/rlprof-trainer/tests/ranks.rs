@@ -1,13 +1,14 @@
 //! Sharded data parallelism: two in-process ranks end with the same parameters as one rank given
 //! the same global batch, and each rank holds only its shard of the optimizer state.
 
+use rlprof_profiler::config::parse_yaml;
+use rlprof_trainer::TrainConfig;
 use rlprof_trainer::comm::{Communicator, InProcess};
 use rlprof_trainer::engine::{Engine, Sample};
 use rlprof_trainer::job::build_engine;
-use rlprof_trainer::TrainConfig;
 
 fn cfg(world: usize) -> TrainConfig {
-    let doc: serde_yaml::Value = serde_yaml::from_str(&format!(
+    let doc = parse_yaml(&format!(
         "data: {{train_batch_size: 4}}
 actor_rollout_ref:
   model: {{hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 64}}
@@ -45,6 +46,9 @@ fn global_batch<C: Communicator>(eng: &Engine<C>) -> Vec<Sample> {
                 adv: *adv,
                 old_logp: vec![],
                 ref_logp: vec![],
+                token_adv: vec![],
+                values: vec![],
+                returns: vec![],
             }
         })
         .collect()
@@ -112,4 +116,69 @@ fn two_ranks_match_one_rank_and_shard_the_optimizer() {
         outs[0].0, outs[1].0,
         "ranks agree exactly after the all-gather"
     );
+}
+
+fn gae_cfg(world: usize) -> TrainConfig {
+    let doc = parse_yaml(&format!(
+        "data: {{train_batch_size: 4}}
+actor_rollout_ref:
+  model: {{hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 64}}
+  actor: {{ppo_mini_batch_size: 2, ppo_micro_batch_size_per_gpu: 1, ppo_epochs: 2}}
+  rollout: {{n: 2}}
+critic: {{ppo_micro_batch_size_per_gpu: 1, cliprange_value: 0.2, optim: {{lr: 0.01}}}}
+algorithm: {{adv_estimator: gae, gamma: 0.9, lam: 0.8}}
+trainer: {{n_gpus_per_node: {world}, seed: 3}}"
+    ))
+    .unwrap();
+    TrainConfig::from_doc(&doc).unwrap()
+}
+
+/// compute_values, GAE (whitened over all ranks) and two critic updates; the critic's params.
+fn critic_update(eng: &mut Engine<InProcess>, mut samples: Vec<Sample>) -> (Vec<f32>, usize) {
+    eng.init_critic().unwrap();
+    for s in samples.iter_mut() {
+        s.reward = s.adv;
+    }
+    for step in 1..=2 {
+        eng.compute_values(&mut samples).unwrap();
+        eng.gae_advantages(&mut samples).unwrap();
+        let st = eng.update_critic(&samples, step).unwrap();
+        assert!(st.vf_loss.is_finite() && st.updates == 4, "{st:?}");
+    }
+    let (p, state) = eng.critic_flat().unwrap();
+    (p.to_vec(), state)
+}
+
+#[test]
+fn the_critic_on_two_ranks_matches_one_rank() {
+    let c1 = gae_cfg(1);
+    let mut e1 = build_engine(&c1, InProcess::group(1).pop().unwrap()).unwrap();
+    let all = global_batch(&e1);
+    let order = [0, 1, 4, 5, 2, 3, 6, 7];
+    let one: Vec<Sample> = order.iter().map(|&i| all[i].clone()).collect();
+    let (p1, s1) = critic_update(&mut e1, one);
+    assert_eq!(s1, p1.len());
+    let c2 = gae_cfg(2);
+    let handles: Vec<_> = InProcess::group(2)
+        .into_iter()
+        .map(|comm| {
+            let c2 = c2.clone();
+            std::thread::spawn(move || {
+                let r = comm.rank();
+                let mut e = build_engine(&c2, comm).unwrap();
+                let all = global_batch(&e);
+                critic_update(&mut e, all[4 * r..4 * r + 4].to_vec())
+            })
+        })
+        .collect();
+    for (r, h) in handles.into_iter().enumerate() {
+        let (p, state) = h.join().unwrap();
+        assert_eq!(state, p1.len().div_ceil(2), "rank {r} holds only its shard");
+        let max_diff = p
+            .iter()
+            .zip(&p1)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(max_diff < 2e-5, "rank {r}: max |diff| {max_diff}");
+    }
 }

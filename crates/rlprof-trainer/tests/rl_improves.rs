@@ -44,3 +44,15 @@ fn dapo_improves_accuracy() {
         "first {first:.3} last {last:.3}: {all:?}"
     );
 }
+
+#[test]
+fn ppo_with_gae_improves_accuracy() {
+    let (first, last, all) = accuracy_trend(
+        DEFAULT,
+        &["algorithm.adv_estimator=gae", "+critic.ppo_epochs=1"],
+    );
+    assert!(
+        last > first + 0.08,
+        "first {first:.3} last {last:.3}: {all:?}"
+    );
+}

@@ -4,18 +4,20 @@
 #![allow(dead_code)]
 
 use rlprof_profiler::plan::*;
+use rlprof_profiler::{CompletedCollection, Profiler};
 use rlprof_profiler::{
     comm, intern, intern_shapes, kernel, mem_alloc, mem_free, name, now, op, phase,
 };
-use rlprof_profiler::{CompletedCollection, Profiler};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 /// What one scripted run collects.
 #[derive(Clone)]
-pub struct Script {
+pub(crate) struct Script {
     pub tool: Tool,
     pub level: Level,
+    /// `tool_config.npu.export_type` (the tests of the text layout ask for it explicitly).
+    pub export_type: ExportType,
     pub contents: Vec<Content>,
     pub steps: Vec<u64>,
     pub world: u32,
@@ -28,10 +30,11 @@ pub struct Script {
 }
 
 impl Script {
-    pub fn npu(level: Level, contents: &[Content]) -> Script {
+    pub(crate) fn npu(level: Level, contents: &[Content]) -> Script {
         Script {
             tool: Tool::Npu,
             level,
+            export_type: ExportType::Text,
             contents: contents.to_vec(),
             steps: vec![1, 2],
             world: 2,
@@ -49,6 +52,7 @@ fn role_plan(save: &Path, s: &Script) -> RolePlan {
         ranks: (0..s.world).collect(),
         tool: s.tool,
         level: s.level,
+        export_type: s.export_type,
         contents: s.contents.iter().copied().collect(),
         analysis: false,
         discrete: false,
@@ -79,6 +83,7 @@ fn plan(save: &Path, s: &Script) -> ProfilePlan {
         nsys: NsysOptions::default(),
         torch_memory: TorchMemoryOptions::default(),
         warnings: vec![],
+        verl: Default::default(),
     }
 }
 
@@ -113,7 +118,7 @@ fn one_op(i: usize) {
 }
 
 /// Runs the script on `s.world` ranks and returns the completed collections.
-pub fn collect(save: &Path, s: &Script) -> Vec<CompletedCollection> {
+pub(crate) fn collect(save: &Path, s: &Script) -> Vec<CompletedCollection> {
     let profiler = Profiler::new(plan(save, s));
     std::thread::scope(|sc| {
         for r in 0..s.world {
@@ -146,7 +151,7 @@ pub fn collect(save: &Path, s: &Script) -> Vec<CompletedCollection> {
 }
 
 /// Reads a CSV: (header, rows).
-pub fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+pub(crate) fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
     let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let h = r.headers().unwrap().iter().map(str::to_string).collect();
     let rows = r
@@ -156,18 +161,16 @@ pub fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
     (h, rows)
 }
 
-/// Whether a consumer test should run: RLPROF_CONSUMER_TESTS=1 and the venv's python exists.
-pub fn consumer_python() -> Option<std::path::PathBuf> {
-    if std::env::var("RLPROF_CONSUMER_TESTS").ok().as_deref() != Some("1") {
-        eprintln!("SKIP: set RLPROF_CONSUMER_TESTS=1 (and RLPROF_VENV) to run consumer tests");
-        return None;
-    }
+/// The Python of the consumer venv (`RLPROF_VENV`, default `/opt/rlprof-venv`) that holds
+/// msprof-analyze and HolisticTraceAnalysis. Tests calling it are `#[ignore = "needs ..."]` and run
+/// by name in CI; run without the venv they fail, naming what is missing.
+pub(crate) fn consumer_python() -> std::path::PathBuf {
     let venv = std::env::var("RLPROF_VENV").unwrap_or_else(|_| "/opt/rlprof-venv".into());
     let py = Path::new(&venv).join("bin/python");
     assert!(
         py.is_file(),
-        "RLPROF_CONSUMER_TESTS=1 but {} is missing",
+        "{} is missing: install msprof-analyze and HolisticTraceAnalysis there (see .ci/run)",
         py.display()
     );
-    Some(py)
+    py
 }

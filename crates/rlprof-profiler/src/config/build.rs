@@ -5,16 +5,17 @@
 //! ...) belongs to the trainer and passes through. All problems are collected and returned
 //! together as [`ProfilerError::Config`].
 
-use serde_yaml::{Mapping, Value};
+use super::tree::{Map, Node};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use super::Written;
 use super::schema::*;
-use super::values::{show, Ctx};
+use super::values::Ctx;
 use crate::error::ProfilerError;
 use crate::plan::{
-    Caps, Content, Contents, Granularity, Level, NsysOptions, ProfilePlan, Role, RolePlan,
-    Schedule, Tool, TorchMemoryOptions,
+    Caps, Content, Contents, ExportType, FinishHook, Granularity, Level, NsysOptions, ProfilePlan,
+    Role, RolePlan, Schedule, Tool, TorchMemoryOptions, VerlSettings,
 };
 
 /// Settings of `global_profiler` after validation.
@@ -30,6 +31,30 @@ struct Global {
     caps: Caps,
     /// `global_tool_config.schedule`: the default schedule of every role.
     schedule: Option<Schedule>,
+    /// verl's hook keys (inherited by every role).
+    hooks: Hooks,
+    /// `tool: precision_debugger` was chosen.
+    precision_debugger: bool,
+}
+
+/// verl's `relocate_results` and `finish_hook_*` keys; `None` = not set.
+#[derive(Debug, Clone, Default)]
+struct Hooks {
+    relocate_results: Option<bool>,
+    cmd: Option<Option<String>>,
+    all_ranks: Option<bool>,
+    ranks: Option<Vec<u32>>,
+}
+
+impl Hooks {
+    fn over(&self, base: &Hooks) -> Hooks {
+        Hooks {
+            relocate_results: self.relocate_results.or(base.relocate_results),
+            cmd: self.cmd.clone().or_else(|| base.cmd.clone()),
+            all_ranks: self.all_ranks.or(base.all_ranks),
+            ranks: self.ranks.clone().or_else(|| base.ranks.clone()),
+        }
+    }
 }
 
 /// What one role's `profiler` block sets; `None` = not set (inherit / default).
@@ -41,6 +66,7 @@ struct RawRole {
     ranks: Option<Vec<u32>>,
     save_path: Option<String>,
     npu_level: Option<Level>,
+    npu_export_type: Option<ExportType>,
     npu_contents: Option<Vec<Content>>,
     npu_analysis: Option<bool>,
     npu_discrete: Option<bool>,
@@ -59,6 +85,10 @@ struct RawRole {
     granularity: BTreeMap<Tool, Granularity>,
     /// Tool names this block chose explicitly, with the YAML path that did (for inference).
     written: Vec<(Tool, String)>,
+    /// Tools whose schedule is a `profile_token_start/end` window (rollout decode steps).
+    token_window: std::collections::BTreeSet<Tool>,
+    /// verl's hook keys.
+    hooks: Hooks,
 }
 
 impl RawRole {
@@ -71,6 +101,7 @@ impl RawRole {
             ranks: self.ranks.clone().or_else(|| base.ranks.clone()),
             save_path: self.save_path.clone().or_else(|| base.save_path.clone()),
             npu_level: self.npu_level.or(base.npu_level),
+            npu_export_type: self.npu_export_type.or(base.npu_export_type),
             npu_contents: self
                 .npu_contents
                 .clone()
@@ -92,27 +123,31 @@ impl RawRole {
             schedules: self.schedules.clone(),
             granularity: self.granularity.clone(),
             written: self.written.clone(),
+            token_window: self.token_window.clone(),
+            hooks: self.hooks.over(&base.hooks),
         }
     }
 }
 
-/// Validates the profiler sections of a merged document and resolves them into a plan.
-pub fn build_plan(doc: &Value) -> Result<ProfilePlan, ProfilerError> {
+/// Validates the profiler sections of a merged document and resolves them into a plan;
+/// `written` says which keys the user wrote (rollout and ref follow the actor on the others).
+pub(super) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, ProfilerError> {
     let mut cx = Ctx::default();
-    let empty = Mapping::new();
+    let mut verl = VerlSettings::default();
+    let empty = Map::new();
     let root = match doc {
-        Value::Null => &empty,
-        Value::Mapping(m) => m,
+        Node::Null => &empty,
+        Node::Map(m) => m,
         other => {
             return Err(ProfilerError::Config(vec![format!(
                 "<document>: {} is not a mapping; expected a verl config with a global_profiler section",
-                show(other)
-            )]))
+                other.show()
+            )]));
         }
     };
 
     let world_size = world_size(&mut cx, root);
-    let global = parse_global(&mut cx, root);
+    let global = parse_global(&mut cx, root, world_size);
 
     // Role blocks.
     let arr = cx
@@ -136,8 +171,16 @@ pub fn build_plan(doc: &Value) -> Result<ProfilePlan, ProfilerError> {
         if matches!(role, Role::Critic | Role::RewardModel) && !present_optional {
             continue;
         }
+        let follows_actor = matches!(role, Role::Rollout | Role::Ref);
         let raw = match cx.map(block, role.yaml_path()) {
-            Some(m) => parse_role(&mut cx, m, role.yaml_path(), world_size),
+            Some(m) if follows_actor => {
+                // Keys verl's own files supply (not the user) do not stop rollout and ref from
+                // following the actor, as the user document promises.
+                let mine = only_written(m, role.yaml_path(), written);
+                note_verl_difference(&mut verl, role, m, &mine);
+                parse_role(&mut cx, &mine, role.yaml_path(), world_size, written)
+            }
+            Some(m) => parse_role(&mut cx, m, role.yaml_path(), world_size, written),
             None => RawRole::default(),
         };
         raws.push((role, raw));
@@ -158,8 +201,18 @@ pub fn build_plan(doc: &Value) -> Result<ProfilePlan, ProfilerError> {
         .collect();
 
     // Tool choice.
+    if global.precision_debugger {
+        verl.start_errors.push(
+            "global_profiler.tool: 'precision_debugger' (verl's msprobe precision debugger) is accepted in the config, but rlprof cannot collect with it yet; choose one of nsys, npu, torch, torch_memory".to_string(),
+        );
+    }
     let (tool, tool_source) = if let Some(t) = global.tool {
         (Some(t), "global_profiler.tool".to_string())
+    } else if global.precision_debugger {
+        (
+            None,
+            "global_profiler.tool (precision_debugger: not collectable yet)".to_string(),
+        )
     } else if global.steps.is_empty() || global.tool_given {
         (None, "no steps listed".to_string())
     } else {
@@ -201,33 +254,46 @@ pub fn build_plan(doc: &Value) -> Result<ProfilePlan, ProfilerError> {
         roles.insert(*role, resolve(raw, &global, tool, world_size));
     }
 
+    let mut warnings = misspelt_sections(root);
     // Cross-field checks.
     if global.continuous {
-        for (role, rp) in &roles {
-            if rp.enable && rp.discrete {
-                cx.err(
-                    "global_profiler.profile_continuous_steps",
-                    format!(
-                        "true requires end-to-end mode (discrete: false), but {} is enabled in discrete mode (tool_config.{}.discrete: true); set profile_continuous_steps: false or discrete: false",
-                        role.yaml_path(),
-                        rp.tool.as_str()
-                    ),
-                );
-            }
+        let discrete: Vec<&str> = roles
+            .iter()
+            .filter(|(_, rp)| rp.enable && rp.discrete)
+            .map(|(role, _)| role.as_str())
+            .collect();
+        if !discrete.is_empty() {
+            warnings.push(format!(
+                "global_profiler.profile_continuous_steps: true has no effect on {}, which collect in discrete mode (tool_config.<tool>.discrete: true): each role call is its own collection (verl accepts this combination too)",
+                discrete.join(", ")
+            ));
         }
+    }
+    for (role, raw) in &effective {
+        resolve_hooks(
+            &mut cx,
+            &mut verl,
+            *role,
+            raw,
+            &global,
+            roles.get(role),
+            world_size,
+        );
     }
 
     if !cx.errors.is_empty() {
         return Err(ProfilerError::Config(cx.errors));
     }
 
-    let mut warnings = Vec::new();
     for (role, rp) in &roles {
         if rp.enable && !rp.all_ranks && rp.ranks.is_empty() {
             let p = role.yaml_path();
             warnings.push(format!(
                 "{p}: enable is true but no rank is selected (all_ranks: false, ranks: []), so {} collects nothing; select ranks with {p}.all_ranks=True or {p}.ranks=[0]",
                 role.as_str()
+            ));
+            verl.differences.push(format!(
+                "{p}: ranks: [] collects nothing here, as the user document says; verl 0.9.1 would profile rank 0"
             ));
         }
     }
@@ -251,7 +317,52 @@ pub fn build_plan(doc: &Value) -> Result<ProfilePlan, ProfilerError> {
         nsys: global.nsys,
         torch_memory: global.torch_memory,
         warnings,
+        verl,
     })
+}
+
+/// verl 0.9.1's top-level sections (`ppo_trainer` and the experimental trainers) and rlprof's.
+const KNOWN_SECTIONS: &[&str] = &[
+    "actor_rollout_ref",
+    "algorithm",
+    "async_training",
+    "critic",
+    "custom_reward_function",
+    "data",
+    "distillation",
+    "global_profiler",
+    "model_engine",
+    "ray_kwargs",
+    "reward",
+    "reward_model",
+    "rollout",
+    "sandbox_fusion",
+    "skip",
+    "trainer",
+    "transfer_queue",
+];
+
+/// The sections whose misspelling silently changes what is profiled.
+const PROFILER_SECTIONS: &[&str] = &[
+    "global_profiler",
+    "actor_rollout_ref",
+    "critic",
+    "reward_model",
+    "trainer",
+];
+
+/// A warning for each top-level key that looks like a misspelt profiler section
+/// (`global_profilr:` would otherwise turn profiling off silently).
+fn misspelt_sections(root: &Map) -> Vec<String> {
+    root.keys()
+        .map(String::as_str)
+        .filter(|k| !KNOWN_SECTIONS.contains(k))
+        .filter_map(|k| {
+            super::values::suggest(k, PROFILER_SECTIONS).map(|s| {
+                format!("{k}: not a section rlprof or verl reads (ignored); did you mean '{s}'?")
+            })
+        })
+        .collect()
 }
 
 /// Groups sorted, deduplicated steps: consecutive runs when `continuous`, else singletons.
@@ -266,7 +377,7 @@ pub fn group_steps(steps: &[u64], continuous: bool) -> Vec<Vec<u64>> {
     groups
 }
 
-fn world_size(cx: &mut Ctx, root: &Mapping) -> u32 {
+fn world_size(cx: &mut Ctx, root: &Map) -> u32 {
     let Some(trainer) = cx.map(root.get("trainer"), "trainer") else {
         return 1;
     };
@@ -278,7 +389,7 @@ fn world_size(cx: &mut Ctx, root: &Mapping) -> u32 {
                 _ => {
                     cx.err(
                         &format!("trainer.{key}"),
-                        format!("{} is not valid; expected an integer > 0", show(v)),
+                        format!("{} is not valid; expected an integer > 0", v.show()),
                     );
                     1
                 }
@@ -290,7 +401,7 @@ fn world_size(cx: &mut Ctx, root: &Mapping) -> u32 {
     n.saturating_mul(g)
 }
 
-fn parse_global(cx: &mut Ctx, root: &Mapping) -> Global {
+fn parse_global(cx: &mut Ctx, root: &Map, world: u32) -> Global {
     let mut g = Global {
         tool: None,
         tool_given: false,
@@ -301,17 +412,31 @@ fn parse_global(cx: &mut Ctx, root: &Mapping) -> Global {
         torch_memory: TorchMemoryOptions::default(),
         caps: Caps::default(),
         schedule: None,
+        hooks: Hooks::default(),
+        precision_debugger: false,
     };
     let p = "global_profiler";
     let Some(m) = cx.map(root.get(p), p) else {
         return g;
     };
     cx.check_keys(m, p, GLOBAL_KEYS);
-    g.tool = cx.tool(m, "tool", p);
+    g.precision_debugger = m.get("tool").and_then(Node::as_str) == Some(PRECISION_DEBUGGER);
+    g.tool = if g.precision_debugger {
+        None
+    } else {
+        cx.tool(m, "tool", p)
+    };
+    g.hooks = parse_hooks(cx, m, p, world);
     g.tool_given = Ctx::get(m, "tool").is_some();
     g.steps = parse_steps(cx, m.get("steps"));
     g.continuous = cx.bool(m, "profile_continuous_steps", p).unwrap_or(false);
     if let Some(s) = cx.string(m, "save_path", p) {
+        if s.trim().is_empty() {
+            cx.err(
+                "global_profiler.save_path",
+                "'' is empty; give the directory that receives the collections (default outputs/profile)",
+            );
+        }
         g.save_path = s;
     }
     if let Some(c) = cx.cap(m, "max_events", p) {
@@ -340,19 +465,7 @@ fn parse_global(cx: &mut Ctx, root: &Mapping) -> Global {
                 let kp = format!("{np}.{key}");
                 if let Some(opts) = cx.map(n.get(key), &kp) {
                     for (k, v) in opts {
-                        match (k.as_str(), serde_json::to_value(v)) {
-                            (Some(k), Ok(j)) => {
-                                target.insert(k.to_string(), j);
-                            }
-                            _ => cx.err(
-                                &kp,
-                                format!(
-                                    "option {}: {} cannot be passed to nsys; expected string keys and scalar values",
-                                    show(k),
-                                    show(v)
-                                ),
-                            ),
-                        }
+                        target.insert(k.clone(), v.to_json());
                     }
                 }
             }
@@ -366,12 +479,91 @@ fn parse_global(cx: &mut Ctx, root: &Mapping) -> Global {
             if let Some(d) = pos_u32(cx, t, "stack_depth", &tp) {
                 g.torch_memory.stack_depth = d;
             }
+            cx.pos_int(t, "memory_snapshot_num_steps", &tp);
+        }
+        let pp = format!("{gp}.precision_debugger");
+        if let Some(b) = cx.map(gtc.get("precision_debugger"), &pp) {
+            check_precision_debugger(cx, b, &pp);
         }
     }
     g
 }
 
-fn pos_u32(cx: &mut Ctx, m: &Mapping, key: &str, path: &str) -> Option<u32> {
+/// The tool name verl 0.9.1 has and rlprof cannot collect with yet.
+const PRECISION_DEBUGGER: &str = "precision_debugger";
+
+fn check_precision_debugger(cx: &mut Ctx, b: &Map, p: &str) {
+    cx.check_keys(b, p, PRECISION_DEBUGGER_KEYS);
+    cx.string(b, "config_path", p);
+    cx.bool(b, "strict", p);
+    for key in ["steps", "stages"] {
+        if let Some(v) = Ctx::get(b, key)
+            && v.as_list().is_none()
+        {
+            cx.err(
+                &format!("{p}.{key}"),
+                format!(
+                    "{} is {}, expected a list or null",
+                    v.show(),
+                    super::values::kind(v)
+                ),
+            );
+        }
+    }
+}
+
+/// verl's `relocate_results`, `finish_hook_cmd`, `finish_hook_all_ranks`, `finish_hook_ranks`.
+fn parse_hooks(cx: &mut Ctx, m: &Map, path: &str, world: u32) -> Hooks {
+    let cmd = match m.get("finish_hook_cmd") {
+        None => None,
+        Some(Node::Null) => Some(None),
+        Some(_) => cx.string(m, "finish_hook_cmd", path).map(Some),
+    };
+    Hooks {
+        relocate_results: cx.bool(m, "relocate_results", path),
+        cmd,
+        all_ranks: cx.bool(m, "finish_hook_all_ranks", path),
+        ranks: rank_list(cx, m, "finish_hook_ranks", path, world),
+    }
+}
+
+/// A role's finish hook: its command and ranks (verl: `finish_hook_all_ranks`, else
+/// `finish_hook_ranks`, else the profiled ranks).
+fn resolve_hooks(
+    cx: &mut Ctx,
+    verl: &mut VerlSettings,
+    role: Role,
+    raw: &RawRole,
+    g: &Global,
+    rp: Option<&RolePlan>,
+    world: u32,
+) {
+    let h = raw.hooks.over(&g.hooks);
+    verl.relocate_results
+        .insert(role, h.relocate_results.unwrap_or(false));
+    let Some(Some(cmd)) = h.cmd else { return };
+    if cmd.trim().is_empty() {
+        cx.err(
+            &format!("{}.finish_hook_cmd", role.yaml_path()),
+            "'' is empty; give a shell command or null",
+        );
+        return;
+    }
+    let Some(rp) = rp.filter(|r| r.enable) else {
+        return;
+    };
+    let ranks = if h.all_ranks == Some(true) {
+        (0..world).collect()
+    } else {
+        match &h.ranks {
+            Some(r) if !r.is_empty() => r.clone(),
+            _ => rp.ranks.clone(),
+        }
+    };
+    verl.finish_hooks.insert(role, FinishHook { cmd, ranks });
+}
+
+fn pos_u32(cx: &mut Ctx, m: &Map, key: &str, path: &str) -> Option<u32> {
     let v = cx.pos_int(m, key, path)?;
     match u32::try_from(v) {
         Ok(v) => Some(v),
@@ -405,14 +597,14 @@ fn default_nsys() -> NsysOptions {
     }
 }
 
-fn parse_steps(cx: &mut Ctx, v: Option<&Value>) -> Vec<u64> {
+fn parse_steps(cx: &mut Ctx, v: Option<&Node>) -> Vec<u64> {
     let p = "global_profiler.steps";
     let v = match v {
-        None | Some(Value::Null) => return vec![],
+        None | Some(Node::Null) => return vec![],
         Some(v) if super::values::is_interp(v) => return vec![],
         Some(v) => v,
     };
-    let Value::Sequence(seq) = v else {
+    let Node::List(seq) = v else {
         let example = match super::values::as_int(v) {
             Some(i) => format!("[{i}]"),
             None => "[1, 2, 5]".to_string(),
@@ -421,7 +613,7 @@ fn parse_steps(cx: &mut Ctx, v: Option<&Value>) -> Vec<u64> {
             p,
             format!(
                 "{} is {}, but steps must be a list of 1-based step numbers or null; write steps: {example} (on the command line: global_profiler.steps={})",
-                show(v),
+                v.show(),
                 super::values::kind(v),
                 example.replace(' ', "")
             ),
@@ -436,7 +628,7 @@ fn parse_steps(cx: &mut Ctx, v: Option<&Value>) -> Vec<u64> {
                 &format!("{p}[{i}]"),
                 format!(
                     "{} is not a valid step; steps are integers >= 1 (the trainer counts steps from 1)",
-                    show(item)
+                    item.show()
                 ),
             ),
         }
@@ -446,15 +638,20 @@ fn parse_steps(cx: &mut Ctx, v: Option<&Value>) -> Vec<u64> {
     out
 }
 
-fn parse_ranks(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> Option<Vec<u32>> {
-    let v = Ctx::get(m, "ranks")?;
-    let p = format!("{path}.ranks");
-    let Value::Sequence(seq) = v else {
+fn parse_ranks(cx: &mut Ctx, m: &Map, path: &str, world: u32) -> Option<Vec<u32>> {
+    rank_list(cx, m, "ranks", path, world)
+}
+
+/// A list of ranks below the world size (`ranks`, `finish_hook_ranks`).
+fn rank_list(cx: &mut Ctx, m: &Map, key: &str, path: &str, world: u32) -> Option<Vec<u32>> {
+    let v = Ctx::get(m, key)?;
+    let p = format!("{path}.{key}");
+    let Node::List(seq) = v else {
         cx.err(
             &p,
             format!(
                 "{} is {}, expected a list of ranks in 0..{} (e.g. [0]) or all_ranks: true",
-                show(v),
+                v.show(),
                 super::values::kind(v),
                 world.saturating_sub(1)
             ),
@@ -477,7 +674,7 @@ fn parse_ranks(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> Option<Vec<
                 &ip,
                 format!(
                     "{} is not a valid rank; valid ranks are integers 0..{} (world size {world})",
-                    show(item),
+                    item.show(),
                     world - 1
                 ),
             ),
@@ -488,27 +685,86 @@ fn parse_ranks(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> Option<Vec<
     Some(out)
 }
 
-/// Whether a tool_config block has at least one key set by the user (not `_target_`, not null
-/// and not an interpolation).
-fn block_written(m: &Mapping) -> bool {
+/// Whether a tool_config block has at least one key set by the user (not `_target_` or `name`,
+/// not null, and written by the user rather than by verl's own files).
+fn block_written(m: &Map, path: &str, written: &Written) -> bool {
     m.iter().any(|(k, v)| {
-        k.as_str() != Some("_target_") && !v.is_null() && !super::values::is_interp(v)
+        let key = k.as_str();
+        !matches!(key, "_target_" | "name")
+            && !v.is_null()
+            && !super::values::is_interp(v)
+            && written.touches(&format!("{path}.{key}"))
     })
 }
 
-fn parse_role(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> RawRole {
+/// The keys of a role's profiler block that the user wrote (recursively).
+fn only_written(m: &Map, path: &str, written: &Written) -> Map {
+    let mut out = Map::new();
+    for (k, v) in m {
+        let p = format!("{path}.{k}");
+        if !written.touches(&p) {
+            continue;
+        }
+        match v {
+            Node::Map(inner) => {
+                out.insert(k.clone(), Node::Map(only_written(inner, &p, written)));
+            }
+            other => {
+                out.insert(k.clone(), other.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Records where verl 0.9.1 would not let rollout/ref follow the actor (its files set
+/// `enable`/`all_ranks`/`ranks` of ref, which the user did not write).
+fn note_verl_difference(verl: &mut VerlSettings, role: Role, all: &Map, mine: &Map) {
+    for key in ["enable", "all_ranks", "ranks"] {
+        if mine.contains_key(key) {
+            continue;
+        }
+        if let Some(v) = all.get(key).filter(|v| !v.is_null())
+            && role == Role::Ref
+        {
+            verl.differences.push(format!(
+                    "{}.{key}: follows the actor here, as the user document says; verl 0.9.1 would use its own {}",
+                    role.yaml_path(),
+                    v.show()
+                ));
+        }
+    }
+}
+
+fn parse_role(cx: &mut Ctx, m: &Map, path: &str, world: u32, written: &Written) -> RawRole {
     cx.check_keys(m, path, ROLE_KEYS);
+    let chose_debugger = m.get("tool").and_then(Node::as_str) == Some(PRECISION_DEBUGGER);
     let mut r = RawRole {
-        tool: cx.tool(m, "tool", path),
+        tool: if chose_debugger {
+            None
+        } else {
+            cx.tool(m, "tool", path)
+        },
         enable: cx.bool(m, "enable", path),
         all_ranks: cx.bool(m, "all_ranks", path),
         ranks: parse_ranks(cx, m, path, world),
         save_path: cx.string(m, "save_path", path),
         max_events: cx.cap(m, "max_events", path),
         max_bytes: cx.cap(m, "max_bytes", path),
+        hooks: parse_hooks(cx, m, path, world),
         ..RawRole::default()
     };
-    if let Some(t) = r.tool {
+    if let Some(s) = &r.save_path
+        && s.trim().is_empty()
+    {
+        cx.err(
+            &format!("{path}.save_path"),
+            "'' is empty; give a directory or leave it unset",
+        );
+    }
+    if let Some(t) = r.tool
+        && written.touches(&format!("{path}.tool"))
+    {
         r.written.push((t, format!("{path}.tool")));
     }
     let tp = format!("{path}.tool_config");
@@ -521,11 +777,13 @@ fn parse_role(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> RawRole {
     if let Some(b) = cx.map(tc.get("npu"), &p) {
         cx.check_keys(b, &p, NPU_KEYS);
         r.npu_level = cx.level(b, "level", &p);
+        r.npu_export_type = cx.export_type(b, "export_type", &p);
         r.npu_contents = cx.contents(b, "contents", &p, Tool::Npu);
         r.npu_analysis = cx.bool(b, "analysis", &p);
         r.npu_discrete = cx.bool(b, "discrete", &p);
         read_schedule(cx, b, &p, Tool::Npu, &mut r);
-        if block_written(b) {
+        token_window(cx, b, &p, Tool::Npu, &mut r);
+        if block_written(b, &p, written) {
             r.written.push((Tool::Npu, p.clone()));
         }
     }
@@ -536,8 +794,9 @@ fn parse_role(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> RawRole {
         r.torch_step_start = cx.int(b, "step_start", &p);
         r.torch_step_end = cx.int(b, "step_end", &p);
         r.torch_discrete = cx.bool(b, "discrete", &p);
-        read_schedule(cx, b, &p, Tool::Torch, &mut r);
-        if block_written(b) {
+        torch_schedule(cx, b, &p, &mut r);
+        token_window(cx, b, &p, Tool::Torch, &mut r);
+        if block_written(b, &p, written) {
             r.written.push((Tool::Torch, p.clone()));
         }
     }
@@ -545,7 +804,7 @@ fn parse_role(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> RawRole {
     if let Some(b) = cx.map(tc.get("nsys"), &p) {
         cx.check_keys(b, &p, NSYS_ROLE_KEYS);
         r.nsys_discrete = cx.bool(b, "discrete", &p);
-        if block_written(b) {
+        if block_written(b, &p, written) {
             r.written.push((Tool::Nsys, p.clone()));
         }
     }
@@ -555,18 +814,125 @@ fn parse_role(cx: &mut Ctx, m: &Mapping, path: &str, world: u32) -> RawRole {
         read_schedule(cx, b, &p, Tool::TorchMemory, &mut r);
         r.tm_entries = cx.pos_int(b, "trace_alloc_max_entries", &p);
         r.tm_depth = pos_u32(cx, b, "stack_depth", &p);
-        if block_written(b) {
+        cx.pos_int(b, "memory_snapshot_num_steps", &p);
+        if block_written(b, &p, written) {
             r.written.push((Tool::TorchMemory, p.clone()));
         }
+    }
+    let p = format!("{tp}.precision_debugger");
+    if let Some(b) = cx.map(tc.get("precision_debugger"), &p) {
+        check_precision_debugger(cx, b, &p);
     }
     r
 }
 
+/// verl's `profile_token_start` / `profile_token_end`: the rollout decode steps (response-token
+/// indices, end exclusive) to collect, as a schedule over the role's decode steps.
+fn token_window(cx: &mut Ctx, b: &Map, path: &str, tool: Tool, r: &mut RawRole) {
+    let mut read = |key: &str| match cx.int(b, key, path) {
+        Some(v) if v < 0 => {
+            cx.err(
+                &format!("{path}.{key}"),
+                format!("{v} is negative; give a token index >= 0 or null"),
+            );
+            None
+        }
+        other => other.map(|v| v as u64),
+    };
+    let start = read("profile_token_start");
+    let end = read("profile_token_end");
+    if start.is_none() && end.is_none() {
+        return;
+    }
+    if let (Some(s), Some(e)) = (start, end)
+        && e <= s
+    {
+        cx.err(
+            &format!("{path}.profile_token_end"),
+            format!("{e} is not after profile_token_start {s}; the window is [start, end)"),
+        );
+        return;
+    }
+    let skip = start.unwrap_or(0);
+    let active = end.map_or(u64::MAX - skip, |e| e - skip);
+    r.schedules.insert(
+        tool,
+        Schedule {
+            skip_first: skip,
+            wait: 0,
+            warmup: 0,
+            active,
+            repeat: 1,
+        },
+    );
+    r.token_window.insert(tool);
+}
+
+/// verl's `tool_config.torch.schedule`: `active <= 0` = off; counts update mini-batches; in
+/// end-to-end mode (`discrete: false`) only `active` counts (skip_first, wait, warmup and
+/// repeat are ignored, as verl ignores them).
+fn torch_schedule(cx: &mut Ctx, b: &Map, path: &str, r: &mut RawRole) {
+    let p = format!("{path}.schedule");
+    let Some(s) = cx.map(b.get("schedule"), &p) else {
+        read_granularity(cx, b, path, Tool::Torch, r);
+        return;
+    };
+    cx.check_keys(s, &p, SCHEDULE_KEYS);
+    let mut field = |key: &str| match cx.int(s, key, &p) {
+        Some(v) if v < 0 && key != "active" => {
+            cx.err(
+                &format!("{p}.{key}"),
+                format!("{v} is negative; give a count >= 0"),
+            );
+            0
+        }
+        Some(v) => v,
+        None => 0,
+    };
+    let (skip_first, wait, warmup, active, repeat) = (
+        field("skip_first"),
+        field("wait"),
+        field("warmup"),
+        field("active"),
+        field("repeat"),
+    );
+    read_granularity(cx, b, path, Tool::Torch, r);
+    if active <= 0 {
+        return;
+    }
+    let discrete = r.torch_discrete.unwrap_or(false);
+    let sched = if discrete {
+        Schedule {
+            skip_first: skip_first as u64,
+            wait: wait as u64,
+            warmup: warmup as u64,
+            active: active as u64,
+            repeat: repeat as u64,
+        }
+    } else {
+        Schedule {
+            skip_first: 0,
+            wait: 0,
+            warmup: 0,
+            active: active as u64,
+            repeat: 1,
+        }
+    };
+    r.schedules.insert(Tool::Torch, sched);
+    r.granularity
+        .entry(Tool::Torch)
+        .or_insert(Granularity::MiniBatch);
+}
+
 /// Reads `schedule` / `granularity` of one tool block into `r`.
-fn read_schedule(cx: &mut Ctx, b: &Mapping, path: &str, tool: Tool, r: &mut RawRole) {
+fn read_schedule(cx: &mut Ctx, b: &Map, path: &str, tool: Tool, r: &mut RawRole) {
     if let Some(s) = parse_schedule(cx, b, path) {
         r.schedules.insert(tool, s);
     }
+    read_granularity(cx, b, path, tool, r);
+}
+
+fn read_granularity(cx: &mut Ctx, b: &Map, path: &str, tool: Tool, r: &mut RawRole) {
     if let Some(g) = cx.string(b, "granularity", path) {
         match g.as_str() {
             "micro_batch" => {
@@ -584,7 +950,7 @@ fn read_schedule(cx: &mut Ctx, b: &Mapping, path: &str, tool: Tool, r: &mut RawR
 }
 
 /// Parses `m.schedule` (absent or null = none). `active` must be >= 1.
-fn parse_schedule(cx: &mut Ctx, m: &Mapping, parent: &str) -> Option<Schedule> {
+fn parse_schedule(cx: &mut Ctx, m: &Map, parent: &str) -> Option<Schedule> {
     let p = format!("{parent}.schedule");
     let s = cx.map(m.get("schedule"), &p)?;
     cx.check_keys(s, &p, SCHEDULE_KEYS);
@@ -660,6 +1026,7 @@ fn resolve(raw: &RawRole, g: &Global, plan_tool: Option<Tool>, world: u32) -> Ro
         ranks,
         tool,
         level,
+        export_type: raw.npu_export_type.unwrap_or_default(),
         contents,
         analysis,
         discrete,

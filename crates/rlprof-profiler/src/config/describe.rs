@@ -1,6 +1,6 @@
 //! Rendering a [`ProfilePlan`]: the `rlprof config check --json` object and the plan in words.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::plan::{
     Caps, Contents, IterKind, ProfilePlan, Role, RoleCall, RolePlan, Schedule, Tool,
@@ -82,7 +82,7 @@ fn schedule_words(s: &Schedule) -> String {
 /// `step_groups`, `profile_continuous_steps`, `roles` (by role name: `enable`, `all_ranks`,
 /// `ranks`, `discrete`, `tool`, `level`, `contents`, `analysis`, `save_path`, torch fields,
 /// `caps`), `nsys`, `torch_memory`, `warnings`.
-pub fn plan_json(plan: &ProfilePlan) -> Value {
+pub(super) fn plan_json(plan: &ProfilePlan) -> Value {
     let roles: serde_json::Map<String, Value> = plan
         .roles
         .iter()
@@ -107,6 +107,7 @@ pub fn plan_json(plan: &ProfilePlan) -> Value {
             "stack_depth": plan.torch_memory.stack_depth,
         },
         "warnings": plan.warnings,
+        "verl": plan.verl,
     })
 }
 
@@ -155,7 +156,7 @@ fn groups_words(groups: &[Vec<u64>]) -> String {
 /// The plan in words, for `rlprof config check` and the start-up log (multi-line, no trailing
 /// newline). First line: tool and why; second: steps and collections; then one line per role;
 /// then one `warning:` line per warning.
-pub fn describe(plan: &ProfilePlan) -> String {
+pub(super) fn describe(plan: &ProfilePlan) -> String {
     let mut lines = Vec::new();
     match plan.tool {
         Some(t) => lines.push(format!("tool {} ({})", t.as_str(), plan.tool_source)),
@@ -231,6 +232,20 @@ pub fn describe(plan: &ProfilePlan) -> String {
             ));
         }
         lines.push(line);
+    }
+    for (role, hook) in &plan.verl.finish_hooks {
+        lines.push(format!(
+            "{}: finish_hook_cmd runs once after the last profiled step on ranks {:?}: {}",
+            role.as_str(),
+            hook.ranks,
+            hook.cmd
+        ));
+    }
+    for d in &plan.verl.differences {
+        lines.push(format!("verl 0.9.1 would differ: {d}"));
+    }
+    for e in &plan.verl.start_errors {
+        lines.push(format!("train will refuse to start: {e}"));
     }
     for w in &plan.warnings {
         lines.push(format!("warning: {w}"));

@@ -1,42 +1,224 @@
 //! Configuration: verl-compatible YAML, Hydra-style overrides, validation -> plan.
 //!
-//! Flow: [`load_document`] / [`load_document_str`] read YAML and apply overrides into one merged
-//! [`serde_yaml::Value`]; [`build_plan`] validates the profiler sections (`global_profiler`,
+//! Flow: [`compose_tree`] reads the selected YAML ([`yaml`]), composes its Hydra defaults list,
+//! applies Hydra's command-line overrides and resolves OmegaConf interpolations into one
+//! [`Node`] tree; [`load_document`] / [`load_document_str`] give it to the validators;
+//! [`build_plan`] validates the profiler sections (`global_profiler`,
 //! `actor_rollout_ref.{actor,rollout,ref}.profiler`, `critic.profiler`,
 //! `reward_model.profiler`) and resolves them into a [`ProfilePlan`]; [`plan_json`] and
 //! [`describe`] render the plan. Every problem is reported at once, each message starting with
-//! its YAML path.
+//! its YAML path. [`parse_yaml`] reads one YAML text into a [`Node`] with no composition (the one
+//! reader the profiler, the trainer and the tests share); the validators read [`Node`] directly.
 
+mod apply;
 mod build;
+mod compose;
 mod describe;
-mod overrides;
+mod grammar;
+mod merge;
+mod resolve;
 mod schema;
+pub mod tree;
 mod values;
+pub mod yaml;
 
-use serde_yaml::{Mapping, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::ProfilerError;
 use crate::plan::ProfilePlan;
 
 pub use build::group_steps;
-pub use overrides::parse_value as parse_override_value;
+pub use compose::PKG_PATH_ENV;
+pub use tree::Node;
+pub use yaml::{YamlError, parse as parse_yaml};
 
-/// Reads the YAML file (None = empty document), applies Hydra-style overrides, returns the merged
-/// document.
-pub fn load_document(path: Option<&Path>, overrides: &[String]) -> Result<Value, ProfilerError> {
-    match path {
-        None => load_document_str("", "<empty>", overrides),
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                ProfilerError::Config(vec![format!(
-                    "{}: cannot read configuration file: {e}",
-                    p.display()
-                )])
-            })?;
-            load_document_str(&text, &p.display().to_string(), overrides)
+/// Which config to compose: a file, or Hydra's `--config-path DIR --config-name NAME`.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// A YAML file (its directory is the config directory of its defaults list).
+    pub file: Option<PathBuf>,
+    /// `--config-path` (default: the working directory when only a name is given).
+    pub config_path: Option<PathBuf>,
+    /// `--config-name` (with or without `.yaml`).
+    pub config_name: Option<String>,
+}
+
+impl Selection {
+    /// Whether nothing is selected (the built-in default applies).
+    pub fn is_empty(&self) -> bool {
+        self.file.is_none() && self.config_path.is_none() && self.config_name.is_none()
+    }
+}
+
+/// Parses the value part of an override with Hydra's grammar (`[1,2,5]`, `True`, `null`,
+/// `'quoted'`, `{a:1}`, `bare text`), as a [`Node`].
+pub fn parse_override_value(text: &str) -> Result<Node, String> {
+    grammar::parse_value(text)
+}
+
+/// Composes (Hydra), applies overrides and resolves (OmegaConf) the selected config; an empty
+/// selection composes `builtin` (`(text, origin)`), or an empty document when that is `None`.
+pub fn compose_tree(
+    sel: &Selection,
+    builtin: Option<(&str, &str)>,
+    overrides: &[String],
+) -> Result<Node, ProfilerError> {
+    compose_config(sel, builtin, overrides).map(|c| c.tree)
+}
+
+/// A composed config and what the user wrote in it.
+#[derive(Debug, Clone)]
+pub struct Composed {
+    /// The composed, overridden and resolved tree.
+    pub tree: Node,
+    /// Dotted paths the user wrote: the primary config's own keys and the overridden keys (not
+    /// what verl's group files supply). Rollout and ref follow the actor on the keys they do
+    /// not write, and the tool is inferred from the `tool_config` block the user wrote.
+    pub written: Written,
+}
+
+/// Dotted key paths written by the user.
+#[derive(Debug, Clone, Default)]
+pub struct Written(Option<Vec<String>>);
+
+impl Written {
+    /// Everything present counts as written (a document read without composition).
+    pub fn everything() -> Written {
+        Written(None)
+    }
+
+    /// Whether the user wrote `path`, a key below it, or a mapping above it.
+    pub fn touches(&self, path: &str) -> bool {
+        let Some(list) = &self.0 else { return true };
+        list.iter().any(|w| {
+            w == path
+                || (w.starts_with(path) && w.as_bytes().get(path.len()) == Some(&b'.'))
+                || (path.starts_with(w.as_str()) && path.as_bytes().get(w.len()) == Some(&b'.'))
+        })
+    }
+}
+
+/// Like [`compose_tree`], also recording what the user wrote.
+pub fn compose_config(
+    sel: &Selection,
+    builtin: Option<(&str, &str)>,
+    overrides: &[String],
+) -> Result<Composed, ProfilerError> {
+    let (primary, origin, dir) =
+        primary_of(sel, builtin).map_err(|e| ProfilerError::Config(vec![e]))?;
+    let mut errors = Vec::new();
+    let mut parsed = Vec::new();
+    for text in overrides {
+        match grammar::parse(text) {
+            Ok(o) => parsed.push(o),
+            Err(e) => errors.push(format!("override '{text}': {e}")),
         }
     }
+    let mut searchpath = None;
+    let mut groups = Vec::new();
+    let mut values = Vec::new();
+    for o in parsed {
+        if o.key == "hydra.searchpath" {
+            searchpath = match &o.value {
+                Some(Node::List(l)) => Some(l.iter().map(Node::python_str).collect()),
+                _ => Some(Vec::new()),
+            };
+        } else if o.key == "hydra" || o.key.starts_with("hydra.") || o.key.starts_with("hydra/") {
+            // Hydra's own runtime settings (run dir, logging): nothing to compose.
+        } else if compose::is_group_override(&o, &primary, dir.as_deref()) {
+            groups.push(o);
+        } else {
+            values.push(o);
+        }
+    }
+    // Syntax errors are reported together with the problems of the other overrides.
+    let mut written = Vec::new();
+    let mut root = match compose::compose(
+        primary,
+        &origin,
+        dir.as_deref(),
+        &groups,
+        searchpath,
+        Some(&mut written),
+    ) {
+        Ok(r) => r,
+        Err(mut e) => {
+            errors.append(&mut e);
+            return Err(ProfilerError::Config(errors));
+        }
+    };
+    for o in &values {
+        match &o.value {
+            Some(v @ Node::Map(_)) => compose::leaf_paths(
+                v,
+                &mut o.key.split('.').map(str::to_string).collect(),
+                &mut written,
+            ),
+            _ => written.push(o.key.clone()),
+        }
+        if let Err(e) = apply::apply(&mut root, o) {
+            errors.push(format!("override '{}': {e}", o.text));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ProfilerError::Config(errors));
+    }
+    let tree = resolve::resolve_all(&root).map_err(ProfilerError::Config)?;
+    Ok(Composed {
+        tree,
+        written: Written(Some(written)),
+    })
+}
+
+fn primary_of(
+    sel: &Selection,
+    builtin: Option<(&str, &str)>,
+) -> Result<(compose::Loaded, String, Option<PathBuf>), String> {
+    let file = match (&sel.file, &sel.config_path, &sel.config_name) {
+        (Some(f), None, None) => f.clone(),
+        (None, dir, Some(name)) => {
+            let dir = dir.clone().unwrap_or_else(|| PathBuf::from("."));
+            let name = name.strip_suffix(".yaml").unwrap_or(name);
+            dir.join(format!("{name}.yaml"))
+        }
+        (None, Some(_), None) => {
+            return Err(
+                "--config-path needs --config-name (the primary config in that directory)".into(),
+            );
+        }
+        (Some(_), _, _) => {
+            return Err(
+                "give either a config file or --config-path/--config-name, not both".into(),
+            );
+        }
+        (None, None, None) => {
+            let (text, origin) = builtin.unwrap_or(("", "<empty>"));
+            let l = compose::load_text(text, origin)?;
+            return Ok((l, origin.to_string(), None));
+        }
+    };
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| format!("{}: cannot read configuration file: {e}", file.display()))?;
+    let origin = file.display().to_string();
+    let l = compose::load_text(&text, &origin)?;
+    let dir = file.parent().map(|p| {
+        if p.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            p.to_path_buf()
+        }
+    });
+    Ok((l, origin, dir))
+}
+
+/// Reads the YAML file (None = empty document), composes its defaults list, applies Hydra
+/// overrides and resolves interpolations; returns the merged document.
+pub fn load_document(path: Option<&Path>, overrides: &[String]) -> Result<Node, ProfilerError> {
+    let sel = Selection {
+        file: path.map(Path::to_path_buf),
+        ..Selection::default()
+    };
+    compose_tree(&sel, None, overrides)
 }
 
 /// Same as [`load_document`], but from YAML text (for built-in default configs); `origin` names
@@ -45,32 +227,18 @@ pub fn load_document_str(
     text: &str,
     origin: &str,
     overrides: &[String],
-) -> Result<Value, ProfilerError> {
-    let mut doc: Value = if text.trim().is_empty() {
-        Value::Mapping(Mapping::new())
-    } else {
-        serde_yaml::from_str(text).map_err(|e| {
-            let at = match e.location() {
-                Some(l) => format!("{origin}:{}:{}", l.line(), l.column()),
-                None => origin.to_string(),
-            };
-            ProfilerError::Config(vec![format!("{at}: YAML syntax error: {e}")])
-        })?
-    };
-    if doc.is_null() {
-        doc = Value::Mapping(Mapping::new());
-    }
-    if !doc.is_mapping() {
-        return Err(ProfilerError::Config(vec![format!(
-            "{origin}: the document is {}, expected a mapping of sections (global_profiler, actor_rollout_ref, ...)",
-            values::kind(&doc)
-        )]));
-    }
-    let errors = overrides::apply_overrides(&mut doc, overrides);
-    if !errors.is_empty() {
-        return Err(ProfilerError::Config(errors));
-    }
-    Ok(doc)
+) -> Result<Node, ProfilerError> {
+    compose_tree(&Selection::default(), Some((text, origin)), overrides)
+}
+
+/// The composed config as one JSON object (Hydra's `--cfg job --resolve`, as JSON).
+pub fn show_json(tree: &Node) -> String {
+    serde_json::to_string_pretty(&tree.to_json()).unwrap_or_default()
+}
+
+/// The composed config as YAML.
+pub fn show_yaml(tree: &Node) -> String {
+    yaml::emit(tree)
 }
 
 /// Validates the profiler sections of a merged document and resolves them into a plan.
@@ -79,8 +247,15 @@ pub fn load_document_str(
 /// critic and reward_model are in the plan only when their section has a `profiler` block.
 /// All problems are returned together as [`ProfilerError::Config`]; non-fatal findings go to
 /// [`ProfilePlan::warnings`].
-pub fn build_plan(doc: &Value) -> Result<ProfilePlan, ProfilerError> {
-    build::build_plan(doc)
+pub fn build_plan(doc: &Node) -> Result<ProfilePlan, ProfilerError> {
+    build::build_plan(doc, &Written::everything())
+}
+
+/// [`build_plan`] for a composed config: rollout and ref follow the actor on every key the user
+/// did not write (verl's group files write them all), and the tool is inferred from the
+/// `tool_config` block the user wrote.
+pub fn build_plan_composed(doc: &Node, written: &Written) -> Result<ProfilePlan, ProfilerError> {
+    build::build_plan(doc, written)
 }
 
 /// The `rlprof config check --json` object.

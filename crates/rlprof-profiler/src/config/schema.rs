@@ -5,7 +5,7 @@
 //! exists (Hydra would accept it there). Keys outside this schema need `+`.
 
 /// Valid keys of `global_profiler`.
-pub const GLOBAL_KEYS: &[&str] = &[
+pub(super) const GLOBAL_KEYS: &[&str] = &[
     "_target_",
     "tool",
     "steps",
@@ -14,40 +14,72 @@ pub const GLOBAL_KEYS: &[&str] = &[
     "global_tool_config",
     "max_events",
     "max_bytes",
+    "relocate_results",
+    "finish_hook_cmd",
+    "finish_hook_all_ranks",
+    "finish_hook_ranks",
 ];
 /// Valid keys of `global_profiler.global_tool_config`.
-pub const GLOBAL_TOOL_KEYS: &[&str] = &["_target_", "nsys", "torch_memory", "schedule"];
-/// Valid keys of a `schedule` block (rlprof extension; `torch.profiler.schedule` names).
-pub const SCHEDULE_KEYS: &[&str] = &["skip_first", "wait", "warmup", "active", "repeat"];
+pub(super) const GLOBAL_TOOL_KEYS: &[&str] = &[
+    "_target_",
+    "nsys",
+    "torch_memory",
+    "schedule",
+    "precision_debugger",
+];
+/// Valid keys of a `schedule` block (`torch.profiler.schedule` names; verl's
+/// `TorchProfilerScheduleConfig` adds `_target_` and `name`).
+pub(super) const SCHEDULE_KEYS: &[&str] = &[
+    "_target_",
+    "name",
+    "skip_first",
+    "wait",
+    "warmup",
+    "active",
+    "repeat",
+];
+/// Valid keys of a `precision_debugger` block (verl's `PrecisionDebuggerToolConfig`).
+pub(super) const PRECISION_DEBUGGER_KEYS: &[&str] = &[
+    "_target_",
+    "name",
+    "config_path",
+    "steps",
+    "stages",
+    "strict",
+];
 /// Valid keys of `global_profiler.global_tool_config.nsys`.
-pub const NSYS_GLOBAL_KEYS: &[&str] = &[
+pub(super) const NSYS_GLOBAL_KEYS: &[&str] = &[
     "_target_",
     "discrete",
     "controller_nsight_options",
     "worker_nsight_options",
 ];
 /// Valid keys of a `torch_memory` block (global or per role); verl's `context`, `stacks`, `kw_args` are accepted and ignored.
-pub const TORCH_MEMORY_KEYS: &[&str] = &[
+pub(super) const TORCH_MEMORY_KEYS: &[&str] = &[
     "_target_",
     "trace_alloc_max_entries",
     "stack_depth",
     "context",
     "stacks",
     "kw_args",
+    "memory_snapshot_num_steps",
+    "name",
 ];
 /// Valid keys of a role's `tool_config.torch_memory` (the global ones plus the schedule).
-pub const ROLE_TORCH_MEMORY_KEYS: &[&str] = &[
+pub(super) const ROLE_TORCH_MEMORY_KEYS: &[&str] = &[
     "_target_",
     "trace_alloc_max_entries",
     "stack_depth",
     "context",
     "stacks",
     "kw_args",
+    "memory_snapshot_num_steps",
+    "name",
     "schedule",
     "granularity",
 ];
 /// Valid keys of a role's `profiler` block.
-pub const ROLE_KEYS: &[&str] = &[
+pub(super) const ROLE_KEYS: &[&str] = &[
     "_target_",
     "tool",
     "enable",
@@ -57,21 +89,37 @@ pub const ROLE_KEYS: &[&str] = &[
     "tool_config",
     "max_events",
     "max_bytes",
+    "global_tool_config",
+    "relocate_results",
+    "finish_hook_cmd",
+    "finish_hook_all_ranks",
+    "finish_hook_ranks",
 ];
 /// Valid keys of a role's `profiler.tool_config`.
-pub const TOOL_CONFIG_KEYS: &[&str] = &["_target_", "nsys", "npu", "torch", "torch_memory"];
+pub(super) const TOOL_CONFIG_KEYS: &[&str] = &[
+    "_target_",
+    "nsys",
+    "npu",
+    "torch",
+    "torch_memory",
+    "precision_debugger",
+];
 /// Valid keys of `tool_config.npu`.
-pub const NPU_KEYS: &[&str] = &[
+pub(super) const NPU_KEYS: &[&str] = &[
     "_target_",
     "level",
+    "export_type",
     "contents",
     "analysis",
     "discrete",
     "schedule",
     "granularity",
+    "profile_token_start",
+    "profile_token_end",
+    "name",
 ];
 /// Valid keys of `tool_config.torch`.
-pub const TORCH_KEYS: &[&str] = &[
+pub(super) const TORCH_KEYS: &[&str] = &[
     "_target_",
     "contents",
     "step_start",
@@ -79,13 +127,16 @@ pub const TORCH_KEYS: &[&str] = &[
     "discrete",
     "schedule",
     "granularity",
+    "profile_token_start",
+    "profile_token_end",
+    "name",
 ];
 /// Valid keys of `tool_config.nsys`.
-pub const NSYS_ROLE_KEYS: &[&str] = &["_target_", "discrete"];
+pub(super) const NSYS_ROLE_KEYS: &[&str] = &["_target_", "discrete", "name"];
 
 /// What a schema level allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Children {
+pub(super) enum Children {
     /// Exactly these keys.
     Keys(&'static [&'static str]),
     /// Any key (pass-through option maps such as `worker_nsight_options`).
@@ -98,7 +149,7 @@ const ROOT_KEYS: &[&str] = &["global_profiler", "actor_rollout_ref", "trainer"];
 
 /// The schema children of the mapping at `path`, or `None` when the path is not governed by the
 /// profiler schema.
-pub fn children(path: &[&str]) -> Option<Children> {
+pub(super) fn children(path: &[&str]) -> Option<Children> {
     use Children::{Any, Keys};
     // Strip a role prefix down to its `profiler` block.
     let role_rest = match path {
@@ -115,9 +166,16 @@ pub fn children(path: &[&str]) -> Option<Children> {
             ["profiler", "tool_config", "torch"] => Some(Keys(TORCH_KEYS)),
             ["profiler", "tool_config", "nsys"] => Some(Keys(NSYS_ROLE_KEYS)),
             ["profiler", "tool_config", "torch_memory"] => Some(Keys(ROLE_TORCH_MEMORY_KEYS)),
-            ["profiler", "tool_config", "npu" | "torch" | "torch_memory", "schedule"] => {
-                Some(Keys(SCHEDULE_KEYS))
+            ["profiler", "tool_config", "precision_debugger"] => {
+                Some(Keys(PRECISION_DEBUGGER_KEYS))
             }
+            ["profiler", "global_tool_config"] => Some(Any),
+            [
+                "profiler",
+                "tool_config",
+                "npu" | "torch" | "torch_memory",
+                "schedule",
+            ] => Some(Keys(SCHEDULE_KEYS)),
             _ => None,
         };
     }
@@ -131,12 +189,23 @@ pub fn children(path: &[&str]) -> Option<Children> {
         ["global_profiler", "global_tool_config", "torch_memory"] => Some(Keys(TORCH_MEMORY_KEYS)),
         ["global_profiler", "global_tool_config", "nsys", _] => Some(Any),
         ["global_profiler", "global_tool_config", "schedule"] => Some(Keys(SCHEDULE_KEYS)),
+        [
+            "global_profiler",
+            "global_tool_config",
+            "precision_debugger",
+        ] => Some(Keys(PRECISION_DEBUGGER_KEYS)),
+        [
+            "global_profiler",
+            "global_tool_config",
+            "torch_memory",
+            "kw_args",
+        ] => Some(Any),
         _ => None,
     }
 }
 
 /// Whether `path` (a full key path) names a key of the profiler schema.
-pub fn knows(path: &[&str]) -> bool {
+pub(super) fn knows(path: &[&str]) -> bool {
     let Some((last, parent)) = path.split_last() else {
         return false;
     };
@@ -148,7 +217,7 @@ pub fn knows(path: &[&str]) -> bool {
 }
 
 /// The schema keys under `parent` (empty when not governed), for suggestions.
-pub fn keys_under(parent: &[&str]) -> &'static [&'static str] {
+pub(super) fn keys_under(parent: &[&str]) -> &'static [&'static str] {
     match children(parent) {
         Some(Children::Keys(k)) => k,
         _ => &[],

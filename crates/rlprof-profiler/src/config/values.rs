@@ -4,13 +4,13 @@
 //! `${...}`) as "not set" (returns `None`), and records a message that starts with the full YAML
 //! path, shows the bad value and names the valid values when the value has the wrong type.
 
-use serde_yaml::{Mapping, Value};
 use std::fmt::Display;
 
-use crate::plan::{Content, Level, Tool};
+use super::tree::{Map, Node};
+use crate::plan::{Content, ExportType, Level, Tool};
 
 /// The closest candidate to `word`, if one is close enough to be a likely typo.
-pub fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub(super) fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let mut best: Option<(&str, f64)> = None;
     for c in candidates {
         let score = strsim::jaro_winkler(word, c);
@@ -24,17 +24,17 @@ pub fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
 }
 
 /// Whether `v` is an OmegaConf interpolation (treated as "not set / inherit").
-pub fn is_interp(v: &Value) -> bool {
-    matches!(v, Value::String(s) if s.contains("${"))
+pub(super) fn is_interp(v: &Node) -> bool {
+    v.is_interpolation()
 }
 
-/// The integer value of `v`. Besides YAML integers this accepts the YAML 1.1 spelling with
-/// digit separators (`100_000`, as in verl's own `ppo_trainer.yaml`), which OmegaConf reads as
-/// an integer but a YAML 1.2 parser reads as a string.
-pub fn as_int(v: &Value) -> Option<i64> {
+/// The integer value of `v`. Besides YAML integers this accepts a string spelling of one with
+/// digit separators (`'100_000'`; the reader types the plain `100_000` of verl's own
+/// `ppo_trainer.yaml` as an integer already, as OmegaConf does).
+pub(super) fn as_int(v: &Node) -> Option<i64> {
     match v {
-        Value::Number(n) => n.as_i64(),
-        Value::String(s) => {
+        Node::Int(i) => Some(*i),
+        Node::Str(s) => {
             let body = s.strip_prefix(['+', '-']).unwrap_or(s);
             let ok = body.starts_with(|c: char| c.is_ascii_digit())
                 && body.chars().all(|c| c.is_ascii_digit() || c == '_')
@@ -49,32 +49,9 @@ pub fn as_int(v: &Value) -> Option<i64> {
     }
 }
 
-/// A short rendering of a YAML value for messages (`'yes'`, `3`, `[1,2]`).
-pub fn show(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => format!("'{s}'"),
-        Value::Sequence(_) | Value::Mapping(_) => {
-            serde_json::to_string(v).unwrap_or_else(|_| "<value>".into())
-        }
-        Value::Tagged(t) => format!("!{} {}", t.tag, show(&t.value)),
-    }
-}
-
 /// The kind of a YAML value, with article (`a string`, `an integer`).
-pub fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(n) if n.is_f64() => "a float",
-        Value::Number(_) => "an integer",
-        Value::String(_) => "a string",
-        Value::Sequence(_) => "a list",
-        Value::Mapping(_) => "a mapping",
-        Value::Tagged(_) => "a tagged value",
-    }
+pub(super) fn kind(v: &Node) -> &'static str {
+    v.kind()
 }
 
 fn names<T: Copy>(all: &[T], f: fn(T) -> &'static str) -> Vec<&'static str> {
@@ -83,35 +60,35 @@ fn names<T: Copy>(all: &[T], f: fn(T) -> &'static str) -> Vec<&'static str> {
 
 /// Collects configuration problems.
 #[derive(Debug, Default)]
-pub struct Ctx {
+pub(super) struct Ctx {
     /// Messages, each starting with a YAML path.
     pub errors: Vec<String>,
 }
 
 impl Ctx {
     /// Records `path: msg`.
-    pub fn err(&mut self, path: &str, msg: impl Display) {
+    pub(super) fn err(&mut self, path: &str, msg: impl Display) {
         self.errors.push(format!("{path}: {msg}"));
     }
 
-    fn wrong(&mut self, path: &str, v: &Value, expected: &str) {
+    fn wrong(&mut self, path: &str, v: &Node, expected: &str) {
         self.err(
             path,
-            format!("{} is {}, expected {expected}", show(v), kind(v)),
+            format!("{} is {}, expected {expected}", v.show(), kind(v)),
         );
     }
 
     /// The value at `m[key]` unless absent, null or an interpolation.
-    pub fn get<'a>(m: &'a Mapping, key: &str) -> Option<&'a Value> {
+    pub(super) fn get<'a>(m: &'a Map, key: &str) -> Option<&'a Node> {
         m.get(key).filter(|v| !v.is_null() && !is_interp(v))
     }
 
     /// Reads an optional mapping; absent, null or interpolation -> `None`.
-    pub fn map<'a>(&mut self, v: Option<&'a Value>, path: &str) -> Option<&'a Mapping> {
+    pub(super) fn map<'a>(&mut self, v: Option<&'a Node>, path: &str) -> Option<&'a Map> {
         match v {
-            None | Some(Value::Null) => None,
+            None | Some(Node::Null) => None,
             Some(v) if is_interp(v) => None,
-            Some(Value::Mapping(m)) => Some(m),
+            Some(Node::Map(m)) => Some(m),
             Some(v) => {
                 self.wrong(path, v, "a mapping of keys");
                 None
@@ -120,34 +97,25 @@ impl Ctx {
     }
 
     /// Reports every key of `m` not in `valid`, with a did-you-mean.
-    pub fn check_keys(&mut self, m: &Mapping, path: &str, valid: &[&str]) {
+    pub(super) fn check_keys(&mut self, m: &Map, path: &str, valid: &[&str]) {
         let list = valid.join(", ");
-        for k in m.keys() {
-            match k.as_str() {
-                Some(s) if valid.contains(&s) => {}
-                Some(s) => {
-                    let hint = match suggest(s, valid) {
-                        Some(c) => format!("did you mean '{c}'? "),
-                        None => String::new(),
-                    };
-                    self.err(
-                        &format!("{path}.{s}"),
-                        format!("unknown key; {hint}valid keys: {list}"),
-                    );
-                }
-                None => self.err(
-                    path,
-                    format!("key {} is not a string; valid keys: {list}", show(k)),
-                ),
-            }
+        for s in m.keys().filter(|k| !valid.contains(&k.as_str())) {
+            let hint = match suggest(s, valid) {
+                Some(c) => format!("did you mean '{c}'? "),
+                None => String::new(),
+            };
+            self.err(
+                &format!("{path}.{s}"),
+                format!("unknown key; {hint}valid keys: {list}"),
+            );
         }
     }
 
     /// Reads a boolean.
-    pub fn bool(&mut self, m: &Mapping, key: &str, path: &str) -> Option<bool> {
+    pub(super) fn bool(&mut self, m: &Map, key: &str, path: &str) -> Option<bool> {
         let v = Self::get(m, key)?;
         match v {
-            Value::Bool(b) => Some(*b),
+            Node::Bool(b) => Some(*b),
             _ => {
                 self.wrong(&format!("{path}.{key}"), v, "a boolean (true or false)");
                 None
@@ -156,7 +124,7 @@ impl Ctx {
     }
 
     /// Reads an integer.
-    pub fn int(&mut self, m: &Mapping, key: &str, path: &str) -> Option<i64> {
+    pub(super) fn int(&mut self, m: &Map, key: &str, path: &str) -> Option<i64> {
         let v = Self::get(m, key)?;
         match as_int(v) {
             Some(i) => Some(i),
@@ -168,14 +136,14 @@ impl Ctx {
     }
 
     /// Reads an integer that must be > 0.
-    pub fn pos_int(&mut self, m: &Mapping, key: &str, path: &str) -> Option<u64> {
+    pub(super) fn pos_int(&mut self, m: &Map, key: &str, path: &str) -> Option<u64> {
         let v = Self::get(m, key)?;
         match as_int(v) {
             Some(i) if i > 0 => Some(i as u64),
             _ => {
                 self.err(
                     &format!("{path}.{key}"),
-                    format!("{} is not valid; expected an integer > 0", show(v)),
+                    format!("{} is not valid; expected an integer > 0", v.show()),
                 );
                 None
             }
@@ -184,13 +152,13 @@ impl Ctx {
 
     /// Reads a size cap: absent/interpolation -> `None` (inherit), `null` -> `Some(None)`
     /// (unlimited), integer > 0 -> `Some(Some(n))`.
-    pub fn cap(&mut self, m: &Mapping, key: &str, path: &str) -> Option<Option<u64>> {
+    pub(super) fn cap(&mut self, m: &Map, key: &str, path: &str) -> Option<Option<u64>> {
         let v = m.get(key)?;
         if is_interp(v) {
             return None;
         }
         match v {
-            Value::Null => Some(None),
+            Node::Null => Some(None),
             _ => match as_int(v) {
                 Some(i) if i > 0 => Some(Some(i as u64)),
                 _ => {
@@ -198,7 +166,7 @@ impl Ctx {
                         &format!("{path}.{key}"),
                         format!(
                             "{} is not valid; expected an integer > 0, or null for no limit",
-                            show(v)
+                            v.show()
                         ),
                     );
                     None
@@ -208,10 +176,10 @@ impl Ctx {
     }
 
     /// Reads a string.
-    pub fn string(&mut self, m: &Mapping, key: &str, path: &str) -> Option<String> {
+    pub(super) fn string(&mut self, m: &Map, key: &str, path: &str) -> Option<String> {
         let v = Self::get(m, key)?;
         match v {
-            Value::String(s) => Some(s.clone()),
+            Node::Str(s) => Some(s.clone()),
             _ => {
                 self.wrong(&format!("{path}.{key}"), v, "a string");
                 None
@@ -220,7 +188,7 @@ impl Ctx {
     }
 
     /// Reads a tool name.
-    pub fn tool(&mut self, m: &Mapping, key: &str, path: &str) -> Option<Tool> {
+    pub(super) fn tool(&mut self, m: &Map, key: &str, path: &str) -> Option<Tool> {
         let s = self.string(m, key, path)?;
         let valid = names(&Tool::ALL, Tool::as_str);
         match Tool::parse(&s) {
@@ -233,7 +201,7 @@ impl Ctx {
     }
 
     /// Reads an npu level name.
-    pub fn level(&mut self, m: &Mapping, key: &str, path: &str) -> Option<Level> {
+    pub(super) fn level(&mut self, m: &Map, key: &str, path: &str) -> Option<Level> {
         let s = self.string(m, key, path)?;
         let valid = names(&Level::ALL, Level::as_str);
         match Level::parse(&s) {
@@ -243,6 +211,17 @@ impl Ctx {
                 None
             }
         }
+    }
+
+    /// Reads an npu export type (`db` or `text`).
+    pub(super) fn export_type(&mut self, m: &Map, key: &str, path: &str) -> Option<ExportType> {
+        let s = self.string(m, key, path)?;
+        let valid = names(&ExportType::ALL, ExportType::as_str);
+        let parsed = ExportType::parse(&s);
+        if parsed.is_none() {
+            self.not_one_of(&format!("{path}.{key}"), &s, &valid);
+        }
+        parsed
     }
 
     fn not_one_of(&mut self, path: &str, s: &str, valid: &[&str]) {
@@ -257,9 +236,9 @@ impl Ctx {
     }
 
     /// Reads a `contents` list valid for `tool`.
-    pub fn contents(
+    pub(super) fn contents(
         &mut self,
-        m: &Mapping,
+        m: &Map,
         key: &str,
         path: &str,
         tool: Tool,
@@ -267,7 +246,7 @@ impl Ctx {
         let v = Self::get(m, key)?;
         let path = format!("{path}.{key}");
         let valid = names(Content::valid_for(tool), Content::as_str);
-        let Value::Sequence(seq) = v else {
+        let Node::List(seq) = v else {
             self.wrong(
                 &path,
                 v,

@@ -11,7 +11,7 @@
 //! `nccl` (feature `nccl`: NCCL collectives bootstrapped over MPI).
 
 use crate::error::{Result, TrainerError};
-use rlprof_profiler::{comm, name, now, NameId};
+use rlprof_profiler::{NameId, comm, name, now};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -121,7 +121,7 @@ impl InProcess {
     }
 
     /// A handle that aborts this group's collectives from anywhere (panic handling).
-    pub fn aborter(&self) -> impl Fn() + Send + 'static {
+    pub fn aborter(&self) -> impl Fn() + Send + 'static + use<> {
         let hub = self.hub.clone();
         move || {
             if let Ok(mut st) = hub.state.lock() {
@@ -146,7 +146,7 @@ impl InProcess {
             return Err(aborted());
         }
         // Phase 1: deposit.
-        let gen = st.generation;
+        let my_gen = st.generation;
         st.slots[self.rank].clear();
         st.slots[self.rank].extend_from_slice(data);
         st.arrivals[self.rank] = now();
@@ -154,7 +154,7 @@ impl InProcess {
         if st.arrived == hub.world {
             hub.cv.notify_all();
         }
-        while st.arrived < hub.world && st.generation == gen && !st.aborted {
+        while st.arrived < hub.world && st.generation == my_gen && !st.aborted {
             let (g, to) = hub.cv.wait_timeout(st, STUCK).map_err(|_| poisoned())?;
             st = g;
             if to.timed_out() {
@@ -182,7 +182,7 @@ impl InProcess {
             st.generation += 1;
             hub.cv.notify_all();
         } else {
-            while st.generation == gen && !st.aborted {
+            while st.generation == my_gen && !st.aborted {
                 st = hub.cv.wait(st).map_err(|_| poisoned())?;
             }
         }

@@ -53,6 +53,7 @@ struct RawComm(ffi::MPI_Comm);
 // SAFETY: an MPI communicator handle is a plain identifier; MPI is initialised with at least
 // `MPI_THREAD_SERIALIZED` and every call through it is serialised by `Shared::io`.
 unsafe impl Send for RawComm {}
+// SAFETY: as for `Send`: calls through the handle are serialised by `Shared::io`.
 unsafe impl Sync for RawComm {}
 
 /// Buffers the collectives run on (owned, so an abandoned request never touches caller memory).
@@ -89,6 +90,7 @@ struct Shared {
 // SAFETY: the universe is only dropped (MPI_Finalize) through `MpiComm::finalize`, under its
 // mutex; all other fields are plain data or mutex-protected.
 unsafe impl Send for Shared {}
+// SAFETY: as for `Send`: shared access goes through the mutexes.
 unsafe impl Sync for Shared {}
 
 /// This process's rank of the MPI world (a cheap handle; clones share one communicator).
@@ -313,6 +315,7 @@ impl MpiComm {
         unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) };
         let mut buf = vec![0u8; count.max(0) as usize];
         let source = status.MPI_SOURCE;
+        // SAFETY: `buf` has room for the `count` bytes the probe announced from `source`.
         unsafe {
             ffi::MPI_Recv(
                 buf.as_mut_ptr().cast(),
@@ -652,11 +655,8 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         // SAFETY: signal 0 only checks that the process exists.
-        assert_eq!(
-            unsafe { libc::kill(pid as libc::pid_t, 0) },
-            0,
-            "still a zombie"
-        );
+        let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+        assert_eq!(rc, 0, "still a zombie");
         quick.wait().unwrap();
         assert!(!process_alive(pid));
         running.kill().unwrap();

@@ -10,8 +10,8 @@
 //! Several ranks may share one device (the GPU check runs 2 ranks on 1 GPU): NCCL supports
 //! that only in separate processes, which is what `mpirun -np 2` gives.
 
-use super::mpi::MpiComm;
 use super::Communicator;
+use super::mpi::MpiComm;
 use crate::error::{Result, TrainerError};
 use cudarc::driver::{CudaSlice, CudaStream};
 use cudarc::nccl::safe::{Comm, Id, ReduceOp};

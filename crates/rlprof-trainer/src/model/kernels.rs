@@ -6,8 +6,9 @@
 //! devices use candle's composed ops. Every kernel is tested against the composed form, values and
 //! gradients.
 
+use super::autograd::tagged;
 use candle_core::{
-    CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Storage, Tensor, D,
+    CpuStorage, CustomOp1, CustomOp2, CustomOp3, D, Layout, Result, Shape, Storage, Tensor,
 };
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ pub fn supported(x: &Tensor) -> bool {
 /// Softmax over the last dimension: `y = exp(x - max) / sum`, backward `dx = y * (g - sum(g*y))`.
 pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
     if supported(x) {
-        x.contiguous()?.apply_op1(SoftmaxLastDim)
+        x.contiguous()?.apply_op1(tagged(SoftmaxLastDim))
     } else {
         candle_nn::ops::softmax(x, D::Minus1)
     }
@@ -100,7 +101,8 @@ impl CustomOp2 for SoftmaxBwd {
 /// `w`. Backward with `n = x * inv`: `dx = inv * (g*w - n * mean(g*w*n))`, `dw = sum_rows(g * n)`.
 pub fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
     if supported(x) {
-        x.contiguous()?.apply_op2(&w.contiguous()?, RmsNorm { eps })
+        x.contiguous()?
+            .apply_op2(&w.contiguous()?, tagged(RmsNorm { eps }))
     } else {
         let inv = x
             .sqr()?
@@ -240,7 +242,7 @@ impl CustomOp2 for RmsNormBwdW {
 /// `dg = grad * u * s * (1 + g * (1 - s))`, `du = grad * g * s`.
 pub fn silu_mul(g: &Tensor, u: &Tensor) -> Result<Tensor> {
     if supported(g) && g.dims() == u.dims() {
-        g.contiguous()?.apply_op2(&u.contiguous()?, SiluMul)
+        g.contiguous()?.apply_op2(&u.contiguous()?, tagged(SiluMul))
     } else {
         candle_nn::ops::silu(g)?.mul(u)
     }
@@ -341,7 +343,7 @@ fn avx2_fma() -> bool {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn map2_avx2<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], f: &F) -> Vec<f32> {
+fn map2_avx2<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], f: &F) -> Vec<f32> {
     map2(a, b, f)
 }
 
@@ -359,12 +361,7 @@ fn map3<F: Fn(f32, f32, f32) -> f32>(a: &[f32], b: &[f32], c: &[f32], f: &F) -> 
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn map3_avx2<F: Fn(f32, f32, f32) -> f32>(
-    a: &[f32],
-    b: &[f32],
-    c: &[f32],
-    f: &F,
-) -> Vec<f32> {
+fn map3_avx2<F: Fn(f32, f32, f32) -> f32>(a: &[f32], b: &[f32], c: &[f32], f: &F) -> Vec<f32> {
     map3(a, b, c, f)
 }
 
@@ -438,8 +435,11 @@ impl<F: Fn(f32, f32, f32) -> f32 + Send + Sync> CustomOp3 for Map3<F> {
 /// differentiable in `x`: `y1 = x1*c - x2*s`, `y2 = x2*c + x1*s`. The rotation is orthogonal, so
 /// its backward is the same kernel with `-sin`.
 pub fn rope_bthd(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-    x.contiguous()?
-        .apply_op3(&cos.contiguous()?, &sin.contiguous()?, Rope { sign: 1.0 })
+    x.contiguous()?.apply_op3(
+        &cos.contiguous()?,
+        &sin.contiguous()?,
+        tagged(Rope { sign: 1.0 }),
+    )
 }
 
 struct Rope {
@@ -623,8 +623,8 @@ unsafe fn gemm_raw(
 pub fn linear(x: &Tensor, w: &Tensor, add: Option<&Tensor>) -> Result<Tensor> {
     let (x, w) = (x.contiguous()?, w.contiguous()?);
     match add {
-        Some(a) => x.apply_op3(&w, &a.contiguous()?, Linear),
-        None => x.apply_op2(&w, Linear),
+        Some(a) => x.apply_op3(&w, &a.contiguous()?, tagged(Linear)),
+        None => x.apply_op2(&w, tagged(Linear)),
     }
 }
 
@@ -796,7 +796,7 @@ pub fn token_logprob(logits: &Tensor, targets: &Tensor, inv_temp: f32) -> Result
     let targets = targets.to_dtype(candle_core::DType::U32)?.contiguous()?;
     logits
         .contiguous()?
-        .apply_op2(&targets, TokenLogprob { inv_temp })
+        .apply_op2(&targets, tagged(TokenLogprob { inv_temp }))
 }
 
 struct TokenLogprob {
@@ -932,7 +932,7 @@ impl CustomOp2 for TokenLogprobBwd {
 /// Entropy of `softmax(logits * inv_temp)` over the last dimension, `[..]`, one pass,
 /// differentiable: with `z = logits * inv_temp`, `dz_i = -g * p_i * (log p_i + H)`.
 pub fn entropy(logits: &Tensor, inv_temp: f32) -> Result<Tensor> {
-    logits.contiguous()?.apply_op1(Entropy { inv_temp })
+    logits.contiguous()?.apply_op1(tagged(Entropy { inv_temp }))
 }
 
 struct Entropy {
@@ -1076,10 +1076,10 @@ pub fn attention(
     q.apply_op3(
         &k,
         &v,
-        FusedAttention {
+        tagged(FusedAttention {
             mask: mask.clone(),
             scale,
-        },
+        }),
     )
 }
 
@@ -1176,7 +1176,7 @@ fn dot<const AVX: bool>(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
     use std::arch::x86_64::*;
     let n = a.len().min(b.len());
     let mut acc = _mm256_setzero_ps();
@@ -1233,7 +1233,7 @@ fn dots<'a, const AVX: bool>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn dot8_avx2(a: &[f32], b: &[&[f32]; 8]) -> [f32; 8] {
+fn dot8_avx2(a: &[f32], b: &[&[f32]; 8]) -> [f32; 8] {
     use std::arch::x86_64::*;
     let n = b.iter().fold(a.len(), |m, r| m.min(r.len()));
     let mut acc = [_mm256_setzero_ps(); 8];
@@ -1357,14 +1357,7 @@ fn attn_fwd_impl<const AVX: bool>(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn attn_fwd_avx2(
-    q: View,
-    k: View,
-    v: View,
-    mask: &HostMask,
-    a: AttnDims,
-    scale: f32,
-) -> Vec<f32> {
+fn attn_fwd_avx2(q: View, k: View, v: View, mask: &HostMask, a: AttnDims, scale: f32) -> Vec<f32> {
     attn_fwd_impl::<true>(q, k, v, mask, a, scale)
 }
 
@@ -1437,7 +1430,7 @@ fn attn_bwd_impl<const AVX: bool>(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn attn_bwd_avx2(
+fn attn_bwd_avx2(
     q: View,
     k: View,
     v: View,

@@ -7,13 +7,15 @@
 //! Layout conventions follow verl: prompts are left-padded, responses right-padded; callers pass
 //! per-token validity and the model derives position ids and the attention mask from it.
 
+pub mod autograd;
+pub mod gather;
 pub mod kernels;
 pub mod ops;
 pub mod params;
 
 use crate::t;
-use candle_core::{DType, Device, Result, Tensor, D};
-use rlprof_profiler::{intern, NameId};
+use candle_core::{D, DType, Device, Result, Tensor};
+use rlprof_profiler::{NameId, intern};
 use serde::{Deserialize, Serialize};
 
 pub use params::ParamStore;
@@ -313,7 +315,7 @@ impl CacheBuf {
                 if in_place && c.buf.dim(1)? >= len && c.buf.is_contiguous() {
                     c.buf.slice_set(&x.contiguous()?, 1, c.len)?;
                 } else {
-                    c.buf = Tensor::cat(&[&c.buf.narrow(1, 0, c.len)?, x], 1)?;
+                    c.buf = cat_dim1(&c.buf.narrow(1, 0, c.len)?, x)?;
                 }
                 c.len = len;
                 Ok((c.buf.narrow(1, 0, len)?, None))
@@ -359,13 +361,7 @@ impl LayerCache {
     fn select_rows(&mut self, rows: &Tensor, module: NameId) -> Result<()> {
         for c in [&mut self.k, &mut self.v] {
             let all = &c.buf;
-            c.buf = t!(
-                "kv_expand",
-                module,
-                [all, rows],
-                0,
-                all.contiguous()?.index_select(rows, 0)
-            )?;
+            c.buf = t!("kv_expand", module, [all, rows], 0, select_rows0(all, rows))?;
         }
         Ok(())
     }
@@ -592,14 +588,42 @@ impl Transformer {
         start: usize,
         len: usize,
     ) -> Result<Tensor> {
+        self.head(&self.hidden_span(ids, attn, start, len)?)
+    }
+
+    /// The final hidden states (after the last norm) of positions `start..start + len`,
+    /// `[B, len, H]`: what [`Self::forward_span`] feeds the LM head (a value head reads them).
+    pub fn hidden_span(
+        &self,
+        ids: &Tensor,
+        attn: &Attn,
+        start: usize,
+        len: usize,
+    ) -> Result<Tensor> {
         let x = self.pre_norm(ids, attn, None)?;
-        let x = if start == 0 && len == x.dim(1)? {
+        let (b, l, h) = x.dims3()?;
+        let x = if start == 0 && len == l {
             x
+        } else if kernels::supported(&x) {
+            // a recorded gather (its backward is an op), not candle's narrow
+            let idx: Vec<u32> = (0..b)
+                .flat_map(|bi| (start..start + len).map(move |j| (bi * l + j) as u32))
+                .collect();
+            let idx = Tensor::from_vec(idx, b * len, x.device())?;
+            let nm = self.norm.module;
+            let flat = x.reshape((b * l, h))?;
+            t!(
+                "index_select",
+                nm,
+                [&flat, &idx],
+                0,
+                select_rows0(&flat, &idx)
+            )?
+            .reshape((b, len, h))?
         } else {
             x.narrow(1, start, len)?.contiguous()?
         };
-        let x = self.norm.forward(&x)?;
-        self.head(&x)
+        self.norm.forward(&x)
     }
 
     /// Logits `[B, 1 + S, V]` of the last prefix position and every suffix position when rows
@@ -617,22 +641,38 @@ impl Transformer {
         suffix_ids: &Tensor,
         suffix_attn: &Attn,
     ) -> Result<Tensor> {
+        let x = self.hidden_shared(prefix_ids, prefix_attn, rows, suffix_ids, suffix_attn)?;
+        self.head(&x)
+    }
+
+    /// The final hidden states [`Self::forward_shared`] feeds the LM head, `[B, 1 + S, H]`.
+    pub fn hidden_shared(
+        &self,
+        prefix_ids: &Tensor,
+        prefix_attn: &Attn,
+        rows: &Tensor,
+        suffix_ids: &Tensor,
+        suffix_attn: &Attn,
+    ) -> Result<Tensor> {
         let mut cache = KvCache::new(self.layers.len());
         let xp = self.pre_norm(prefix_ids, prefix_attn, Some(&mut cache))?;
         let p = xp.dim(1)?;
         let nm = self.norm.module;
-        let last = t!(
-            "index_select",
-            nm,
-            [&xp, rows],
-            0,
-            xp.narrow(1, p - 1, 1)?.contiguous()?.index_select(rows, 0)
-        )?;
+        let last = t!("index_select", nm, [&xp, rows], 0, {
+            // row rows[b]'s last prefix position, one gather from the flattened positions
+            let (g, _, h) = xp.dims3()?;
+            let idx: Vec<u32> = rows
+                .to_vec1::<u32>()?
+                .iter()
+                .map(|&r| r * p as u32 + p as u32 - 1)
+                .collect();
+            let idx = Tensor::from_vec(idx, rows.dim(0)?, xp.device())?;
+            select_rows0(&xp.reshape((g * p, h))?, &idx)?.unsqueeze(1)
+        })?;
         self.expand_cache(&mut cache, rows)?;
         let xs = self.pre_norm(suffix_ids, suffix_attn, Some(&mut cache))?;
-        let x = t!("cat", nm, [&last, &xs], 0, Tensor::cat(&[&last, &xs], 1))?;
-        let x = self.norm.forward(&x)?;
-        self.head(&x)
+        let x = t!("cat", nm, [&last, &xs], 0, cat_dim1(&last, &xs))?;
+        self.norm.forward(&x)
     }
 
     /// Replaces a cache filled for distinct prompts by its rows `rows` (u32 `[B]`, op
@@ -678,7 +718,7 @@ impl Transformer {
             emb,
             [&self.embed, &flat],
             0,
-            self.embed.index_select(&flat, 0)
+            select_rows0(&self.embed, &flat)
         )?;
         let mut x = x.reshape((b, t, self.config.hidden_size))?;
         let rope = self.rope_at(&attn.positions)?;
@@ -732,6 +772,24 @@ impl Transformer {
             sin: sin.reshape((b, t, 1, hd))?,
             half: false,
         })
+    }
+}
+
+/// Rows `idx` of `x` along dimension 0: the recorded gather on the CPU, candle's elsewhere.
+fn select_rows0(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
+    if kernels::supported(x) {
+        gather::index_select0(x, idx)
+    } else {
+        x.contiguous()?.index_select(idx, 0)
+    }
+}
+
+/// `[a, b]` along dimension 1: the recorded concatenation on the CPU, candle's elsewhere.
+fn cat_dim1(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if kernels::supported(a) {
+        gather::cat1(a, b)
+    } else {
+        Tensor::cat(&[a, b], 1)
     }
 }
 
@@ -895,6 +953,17 @@ impl Mlp {
         let gu = t!("silu_mul", m, [&g, &u], 0, kernels::silu_mul(&g, &u))?;
         self.down.forward_add(&gu, Some((residual, m)))
     }
+}
+
+/// A value (score) head: `x` `[B, T, H]` -> `[B, T]` through `w` `[1, H]` and bias `b` `[1]`
+/// (ops under module `score`, verl's critic head).
+pub fn score_head(x: &Tensor, w: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let head = Linear {
+        w: w.clone(),
+        b: Some(b.clone()),
+        module: rlprof_profiler::name!("score"),
+    };
+    head.forward(x)?.squeeze(D::Minus1)
 }
 
 /// Log-probs (and entropies) of `targets` under `logits` `[B, T, V]` at temperature `temp`.

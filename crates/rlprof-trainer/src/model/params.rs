@@ -2,7 +2,7 @@
 //! the sharded optimizer and the collectives.
 
 use candle_core::{DType, Device, Result, Tensor, Var};
-use rand::{rngs::StdRng, Rng, SeedableRng};
+use rand::{Rng, SeedableRng, rngs::StdRng};
 
 use super::ModelConfig;
 

@@ -3,17 +3,18 @@
 #![allow(dead_code)]
 
 use rlprof_profiler::plan::*;
-use rlprof_profiler::{comm, intern, kernel, mem_alloc, mem_free, name, now, op, phase, Profiler};
+use rlprof_profiler::{Profiler, comm, intern, kernel, mem_alloc, mem_free, name, now, op, phase};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub fn plan(save: &Path, steps: &[u64], discrete: bool) -> ProfilePlan {
+pub(crate) fn plan(save: &Path, steps: &[u64], discrete: bool) -> ProfilePlan {
     let role = RolePlan {
         enable: true,
         all_ranks: false,
         ranks: vec![0, 1],
         tool: Tool::Npu,
         level: Level::Level1,
+        export_type: Default::default(),
         contents: [Content::Npu, Content::Cpu, Content::Memory, Content::Module]
             .into_iter()
             .collect(),
@@ -43,6 +44,7 @@ pub fn plan(save: &Path, steps: &[u64], discrete: bool) -> ProfilePlan {
         nsys: NsysOptions::default(),
         torch_memory: TorchMemoryOptions::default(),
         warnings: vec![],
+        verl: Default::default(),
     }
 }
 
@@ -55,7 +57,7 @@ fn spin(us: u64) {
 
 /// One step on a rank: four role calls with ops, kernels, memory and a collective inside.
 /// Rank 1's rollout is slower (it is the slow rank).
-pub fn step(rank: &rlprof_profiler::RankProfiler, step: u64, ops: usize) {
+pub(crate) fn step(rank: &rlprof_profiler::RankProfiler, step: u64, ops: usize) {
     let _s = rank.step(step);
     let module = intern("model.layers.0.mlp");
     for (ph, call) in [
@@ -93,7 +95,7 @@ pub fn step(rank: &rlprof_profiler::RankProfiler, step: u64, ops: usize) {
 }
 
 /// Runs `steps` on 2 ranks into `save`; returns the completed collections.
-pub fn collect(
+pub(crate) fn collect(
     save: &Path,
     steps: &[u64],
     discrete: bool,

@@ -5,13 +5,14 @@ use rlprof_profiler::plan::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub fn role_plan(save: &Path, ranks: Vec<u32>, discrete: bool) -> RolePlan {
+pub(crate) fn role_plan(save: &Path, ranks: Vec<u32>, discrete: bool) -> RolePlan {
     RolePlan {
         enable: true,
         all_ranks: false,
         ranks,
         tool: Tool::Npu,
         level: Level::Level0,
+        export_type: Default::default(),
         contents: [Content::Npu, Content::Cpu].into_iter().collect(),
         analysis: false,
         discrete,
@@ -25,7 +26,7 @@ pub fn role_plan(save: &Path, ranks: Vec<u32>, discrete: bool) -> RolePlan {
     }
 }
 
-pub fn plan(
+pub(crate) fn plan(
     save: &Path,
     steps: &[u64],
     continuous: bool,
@@ -60,12 +61,13 @@ pub fn plan(
         nsys: NsysOptions::default(),
         torch_memory: TorchMemoryOptions::default(),
         warnings: vec![],
+        verl: Default::default(),
     }
 }
 
 /// Runs one scripted training step on a rank: the four role calls, with ops inside.
-pub fn scripted_step(rank: &rlprof_profiler::RankProfiler, step: u64, ops_per_call: usize) {
-    use rlprof_profiler::{name, op, phase, NameId};
+pub(crate) fn scripted_step(rank: &rlprof_profiler::RankProfiler, step: u64, ops_per_call: usize) {
+    use rlprof_profiler::{NameId, name, op, phase};
     let _s = rank.step(step);
     for (ph, call) in [
         ("gen", RoleCall::GenerateSequences),

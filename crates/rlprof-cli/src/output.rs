@@ -1,0 +1,148 @@
+//! What the commands print, on a terminal and off one (log files, pipes, `nohup`, cluster
+//! schedulers): progress bars only on a terminal; off a terminal, every message a bar would
+//! have shown is a plain line, and nothing carries ANSI colour codes.
+
+use std::io::IsTerminal;
+
+/// Whether stderr (where bars and logs go) is a terminal.
+pub(crate) fn stderr_is_terminal() -> bool {
+    std::io::stderr().is_terminal()
+}
+
+/// A progress bar on stderr with `template`; hidden when stderr is not a terminal.
+pub(crate) fn bar(len: u64, template: &str) -> indicatif::ProgressBar {
+    let b = indicatif::ProgressBar::with_draw_target(Some(len), draw_target());
+    b.set_style(
+        indicatif::ProgressStyle::with_template(template)
+            .expect("template")
+            .progress_chars("=> "),
+    );
+    b
+}
+
+/// Where bars draw: stderr on a terminal, nowhere otherwise.
+pub(crate) fn draw_target() -> indicatif::ProgressDrawTarget {
+    if stderr_is_terminal() {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    }
+}
+
+/// Prints `msg` on stderr above the bar `pb`, or as a plain line when the bar is hidden.
+pub(crate) fn line(pb: &indicatif::ProgressBar, msg: String) {
+    if pb.is_hidden() {
+        eprintln!("{msg}");
+    } else {
+        pb.println(msg);
+    }
+}
+
+/// verl's key metrics of a step, as its console logger prints them
+/// (`step:3 - critic/score/mean:0.250 - ...`), for logs off a terminal.
+pub(crate) fn step_line(m: &rlprof_trainer::StepMetrics) -> String {
+    const KEYS: [&str; 7] = [
+        "critic/score/mean",
+        "critic/rewards/mean",
+        "actor/pg_loss",
+        "actor/kl_loss",
+        "actor/entropy",
+        "actor/grad_norm",
+        "response_length/mean",
+    ];
+    let mut s = format!("step:{}", m.step);
+    for k in KEYS {
+        if let Some(v) = m.values.get(k) {
+            s.push_str(&format!(" - {k}:{v:.4}"));
+        }
+    }
+    s.push_str(&format!(" - accuracy:{:.3}", m.accuracy));
+    if let Some(t) = m.timing_s.get("step") {
+        s.push_str(&format!(" - timing_s/step:{t:.3}"));
+    }
+    s.push_str(&format!(" - perf/throughput:{:.1}", m.tokens_per_s));
+    s
+}
+
+/// Refuses a report output path that would replace a file (unless `force`) or write into a
+/// collection's raw data (`rlprof_raw/`, `*.rlraw`; never, even with `force`).
+pub(crate) fn check_report_target(out: &std::path::Path, force: bool) -> anyhow::Result<()> {
+    let abs = std::path::absolute(out)?;
+    let parent = abs.parent().unwrap_or(std::path::Path::new("/"));
+    // Resolve links of the existing directories, so a link cannot smuggle the write in.
+    let real_parent = std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf());
+    let real = match std::fs::canonicalize(&abs) {
+        Ok(p) => p,
+        Err(_) => real_parent.join(abs.file_name().unwrap_or_default()),
+    };
+    let in_raw = real.components().any(|c| c.as_os_str() == "rlprof_raw")
+        || real.extension().is_some_and(|e| e == "rlraw");
+    if in_raw {
+        anyhow::bail!(
+            "{}: refusing to write a report into a collection's raw data; choose another -o",
+            out.display()
+        );
+    }
+    if real.is_dir() {
+        anyhow::bail!(
+            "{}: is a directory; give a file name with -o",
+            out.display()
+        );
+    }
+    if !force && std::fs::symlink_metadata(out).is_ok() {
+        anyhow::bail!(
+            "{}: exists; pass --force to replace it, or choose another -o",
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Writes the report: a new file (`create_new`) unless `force`, then through a staging file
+/// and a rename, so a reader never sees half a report.
+pub(crate) fn write_report(out: &std::path::Path, bytes: &[u8], force: bool) -> anyhow::Result<()> {
+    use std::io::Write;
+    check_report_target(out, force)?;
+    if !force {
+        let mut f = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(out)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+        return f
+            .write_all(bytes)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()));
+    }
+    let tmp = rlprof_export::staging::staging_name(out);
+    std::fs::write(&tmp, bytes).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::anyhow!("{}: {e}", tmp.display())
+    })?;
+    std::fs::rename(&tmp, out).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::anyhow!("{}: {e}", out.display())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_line_is_plain_verl_style() {
+        let mut m = rlprof_trainer::StepMetrics {
+            step: 3,
+            reward_mean: 0.5,
+            accuracy: 0.25,
+            timing_s: Default::default(),
+            tokens_per_s: 100.0,
+            values: Default::default(),
+        };
+        m.values.insert("actor/pg_loss".into(), -0.125);
+        m.timing_s.insert("step".into(), 1.5);
+        let l = step_line(&m);
+        assert!(l.starts_with("step:3 - actor/pg_loss:-0.1250"), "{l}");
+        assert!(l.contains("timing_s/step:1.500"), "{l}");
+        assert!(!l.contains('\u{1b}'), "no ANSI codes: {l}");
+    }
+}

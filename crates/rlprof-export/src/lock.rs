@@ -1,0 +1,103 @@
+//! The per-collection advisory lock (`flock` through `std::fs::File::lock`): whoever parses a
+//! collection, or still writes it, holds [`COLLECTION_LOCK`] inside its directory exclusively.
+//!
+//! - The profiler takes it when it creates a collection's `.tmp` directory and keeps it until
+//!   the directory has its final name, so a collection in flight is never mistaken for an
+//!   interrupted one (a killed process's locks vanish with it).
+//! - `analyse` and automatic analysis take it while they parse: a second parser waits, then
+//!   finds the marker and does nothing.
+//!
+//! On a file system without `flock` the lock is skipped (with a debug log): parsing still
+//! works, only the protection against concurrent runs is lost.
+
+use crate::ExportError;
+use std::fs::{File, TryLockError};
+use std::path::Path;
+
+pub use rlprof_profiler::controller::COLLECTION_LOCK;
+
+/// A held collection lock; released on drop.
+#[derive(Debug)]
+pub struct CollectionLock {
+    _file: File,
+}
+
+/// The result of trying to lock a collection.
+#[derive(Debug)]
+pub enum Acquired {
+    /// Locked: this process may parse (or recover) the collection.
+    Locked(CollectionLock),
+    /// Someone else holds it (a writer in flight or another parser) and `wait` was false.
+    Busy,
+    /// The directory no longer exists (another process renamed or removed it).
+    Gone,
+}
+
+/// Locks the collection `dir`, waiting for other holders when `wait` is set.
+pub fn lock_collection(dir: &Path, wait: bool) -> Result<Acquired, ExportError> {
+    let path = dir.join(COLLECTION_LOCK);
+    let file = match File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.is_dir() => {
+            return Ok(Acquired::Gone);
+        }
+        Err(e) => return Err(ExportError::io(&path)(e)),
+    };
+    let res = if wait {
+        file.lock().map_err(TryLockError::Error)
+    } else {
+        file.try_lock()
+    };
+    match res {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => return Ok(Acquired::Busy),
+        Err(TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
+            tracing::debug!("{}: no file locking here ({e})", path.display());
+        }
+        Err(TryLockError::Error(e)) => return Err(ExportError::io(&path)(e)),
+    }
+    // Locked through a path that another process renamed meanwhile: the lock is on the moved
+    // directory, not on `dir`.
+    if !dir.is_dir() {
+        return Ok(Acquired::Gone);
+    }
+    Ok(Acquired::Locked(CollectionLock { _file: file }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_lock_is_busy_until_the_first_drops() {
+        let d = tempfile::tempdir().unwrap();
+        let Acquired::Locked(first) = lock_collection(d.path(), false).unwrap() else {
+            panic!("first lock")
+        };
+        assert!(matches!(
+            lock_collection(d.path(), false).unwrap(),
+            Acquired::Busy
+        ));
+        drop(first);
+        assert!(matches!(
+            lock_collection(d.path(), false).unwrap(),
+            Acquired::Locked(_)
+        ));
+    }
+
+    #[test]
+    fn missing_directory_is_gone() {
+        let d = tempfile::tempdir().unwrap();
+        let gone = d.path().join("x");
+        assert!(matches!(
+            lock_collection(&gone, false).unwrap(),
+            Acquired::Gone
+        ));
+    }
+}

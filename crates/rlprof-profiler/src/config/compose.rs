@@ -1,0 +1,623 @@
+//! Hydra's composition: a primary config and its defaults list, expanded depth-first and merged
+//! in Hydra's order.
+//!
+//! Supported: `group: option`, `group@package: option`, `/absolute` and `../relative` groups,
+//! plain config entries (`- ppo_trainer`), `_self_` and its position (implicitly last),
+//! `optional`, `override group: option`, `null` options, option names interpolated from other
+//! groups' choices (`${model_engine}_actor`), `# @package` headers (`_global_`, `_group_`,
+//! `_name_`), `hydra.searchpath` (`file://` relative to the working directory, `pkg://a.b.c`
+//! looked up under the directories of `RLPROF_PKG_PATH`), and command-line group overrides
+//! (`group=option`, `+group=option`, `~group`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::grammar::{Kind, Override};
+use super::merge::{at_package, merge};
+use super::tree::Node;
+use super::yaml;
+
+/// Environment variable: directories under which `pkg://a.b.c` search paths are looked up as
+/// `DIR/a/b/c` (`:`-separated, like `PYTHONPATH`).
+pub const PKG_PATH_ENV: &str = "RLPROF_PKG_PATH";
+
+/// A loaded config file.
+#[derive(Debug, Clone)]
+pub(super) struct Loaded {
+    /// Its content without the `defaults` key.
+    pub content: Node,
+    /// Its defaults list (raw).
+    pub defaults: Option<Node>,
+    /// `# @package` header.
+    pub header: Option<String>,
+}
+
+/// Reads YAML text as a config file; `origin` names it in errors.
+pub(super) fn load_text(text: &str, origin: &str) -> Result<Loaded, String> {
+    let mut node = yaml::parse(text).map_err(|e| e.render(origin))?;
+    if matches!(node, Node::Null) {
+        node = Node::map();
+    }
+    let Node::Map(m) = &mut node else {
+        return Err(format!(
+            "{origin}: the document is {}, expected a mapping of sections (global_profiler, actor_rollout_ref, ...)",
+            node.kind()
+        ));
+    };
+    let defaults = m.shift_remove("defaults");
+    Ok(Loaded {
+        content: node,
+        defaults,
+        header: yaml::package_header(text),
+    })
+}
+
+fn read_file(path: &Path) -> Result<Loaded, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read configuration file: {e}", path.display()))?;
+    load_text(&text, &path.display().to_string())
+}
+
+/// The config search path.
+struct Repo {
+    roots: Vec<PathBuf>,
+    cache: HashMap<PathBuf, Loaded>,
+}
+
+impl Repo {
+    fn file(&self, rel: &str) -> Option<PathBuf> {
+        self.roots
+            .iter()
+            .map(|r| r.join(format!("{rel}.yaml")))
+            .find(|p| p.is_file())
+    }
+
+    fn load(&mut self, rel: &str) -> Result<Option<Loaded>, String> {
+        let Some(p) = self.file(rel) else {
+            return Ok(None);
+        };
+        if let Some(l) = self.cache.get(&p) {
+            return Ok(Some(l.clone()));
+        }
+        let l = read_file(&p)?;
+        self.cache.insert(p, l.clone());
+        Ok(Some(l))
+    }
+
+    fn group_exists(&self, group: &str) -> bool {
+        !group.is_empty() && self.roots.iter().any(|r| r.join(group).is_dir())
+    }
+
+    fn options(&self, group: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .roots
+            .iter()
+            .filter_map(|r| std::fs::read_dir(r.join(group)).ok())
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let n = e.file_name().to_string_lossy().to_string();
+                n.strip_suffix(".yaml").map(str::to_string)
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// One entry of a defaults list.
+#[derive(Debug, Clone)]
+enum Entry {
+    SelfRef,
+    Config {
+        path: String,
+        package: Option<String>,
+        optional: bool,
+    },
+    Group {
+        group: String,
+        package: Option<String>,
+        option: Option<String>,
+        optional: bool,
+        is_override: bool,
+    },
+}
+
+fn parse_entries(defaults: &Node, origin: &str) -> Result<Vec<Entry>, String> {
+    let Node::List(items) = defaults else {
+        return Err(format!(
+            "{origin}: defaults is {}, expected a list",
+            defaults.kind()
+        ));
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("{origin}: defaults[{i}]");
+        match item {
+            Node::Str(s) if s == "_self_" => out.push(Entry::SelfRef),
+            Node::Str(s) => {
+                let (optional, name) = keywords(s, &at)?;
+                let (path, package) = split_package(name);
+                out.push(Entry::Config {
+                    path,
+                    package,
+                    optional: optional.0,
+                });
+            }
+            Node::Map(m) if m.len() == 1 => {
+                let (k, v) = m.iter().next().expect("one entry");
+                let ((optional, is_override), name) = keywords(k, &at)?;
+                let (group, package) = split_package(name);
+                let option = match v {
+                    Node::Null => None,
+                    Node::Str(s) if s == super::tree::MISSING => {
+                        return Err(format!(
+                            "{at}: you must choose an option for '{group}' (it is '???'); add {group}=OPTION to the overrides"
+                        ));
+                    }
+                    Node::Str(s) => Some(s.clone()),
+                    Node::Int(_) | Node::Float(_) | Node::Bool(_) => Some(v.python_str()),
+                    other => {
+                        return Err(format!(
+                            "{at}: the option of '{group}' is {}; lists of options are not supported",
+                            other.kind()
+                        ));
+                    }
+                };
+                out.push(Entry::Group {
+                    group,
+                    package,
+                    option,
+                    optional,
+                    is_override,
+                });
+            }
+            other => {
+                return Err(format!(
+                    "{at}: {} is not a defaults entry (write `- group: option`, `- config` or `- _self_`)",
+                    other.python_repr()
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `optional override group@pkg` -> ((optional, override), `group@pkg`).
+fn keywords<'a>(k: &'a str, at: &str) -> Result<((bool, bool), &'a str), String> {
+    let words: Vec<&str> = k.split_whitespace().collect();
+    let Some((name, kws)) = words.split_last() else {
+        return Err(format!("{at}: empty entry"));
+    };
+    let mut flags = (false, false);
+    for w in kws {
+        match *w {
+            "optional" => flags.0 = true,
+            "override" => flags.1 = true,
+            other => return Err(format!("{at}: unknown keyword '{other}' in '{k}'")),
+        }
+    }
+    Ok((flags, name))
+}
+
+fn split_package(s: &str) -> (String, Option<String>) {
+    match s.split_once('@') {
+        Some((g, p)) => (g.to_string(), Some(p.to_string())),
+        None => (s.to_string(), None),
+    }
+}
+
+/// `base/rel` with `..` and a leading `/` (absolute) handled.
+fn join_group(base: &str, rel: &str) -> String {
+    let mut parts: Vec<&str> = if rel.starts_with('/') {
+        Vec::new()
+    } else {
+        base.split('/').filter(|s| !s.is_empty()).collect()
+    };
+    for seg in rel.split('/').filter(|s| !s.is_empty()) {
+        match seg {
+            ".." => {
+                parts.pop();
+            }
+            "." => {}
+            s => parts.push(s),
+        }
+    }
+    parts.join("/")
+}
+
+/// Hydra's final package: `package` relative to `parent`, `_global_` resets to the root.
+fn final_package(parent: &str, package: &str, group: &str, name: &str) -> String {
+    let package = package
+        .replace("_group_", &group.replace('/', "."))
+        .replace("_name_", name);
+    let joined = match (parent.is_empty(), package.is_empty()) {
+        (true, _) => package,
+        (false, true) => parent.to_string(),
+        (false, false) => format!("{parent}.{package}"),
+    };
+    match joined.rfind("_global_") {
+        None => joined,
+        Some(i) => joined[i + "_global_".len()..]
+            .trim_start_matches('.')
+            .to_string(),
+    }
+}
+
+/// A command-line or defaults-list choice of a config group.
+struct Choice {
+    option: Option<String>,
+    from_cli: bool,
+    used: bool,
+    text: String,
+}
+
+/// Expands and merges a primary config.
+struct Composer {
+    repo: Repo,
+    choices: HashMap<String, String>,
+    overrides: HashMap<String, Choice>,
+    deletions: HashMap<String, (Option<String>, bool, String)>,
+    parts: Vec<(String, Node)>,
+}
+
+const MAX_NESTING: usize = 64;
+
+impl Composer {
+    fn expand(
+        &mut self,
+        loaded: Loaded,
+        origin: &str,
+        group_dir: &str,
+        package: &str,
+        depth: usize,
+    ) -> Result<(), String> {
+        if depth > MAX_NESTING {
+            return Err(format!(
+                "{origin}: defaults nested deeper than {MAX_NESTING} levels (does a config include itself?)"
+            ));
+        }
+        let mut entries = match &loaded.defaults {
+            Some(d) => parse_entries(d, origin)?,
+            None => Vec::new(),
+        };
+        if !entries.iter().any(|e| matches!(e, Entry::SelfRef)) {
+            entries.push(Entry::SelfRef);
+        }
+        // `override` entries first: they change choices made anywhere below this config.
+        for e in &entries {
+            if let Entry::Group {
+                group,
+                package: pkg,
+                option,
+                is_override: true,
+                ..
+            } = e
+            {
+                let key = override_key(&join_group(group_dir, group), pkg.as_deref());
+                self.overrides.entry(key).or_insert(Choice {
+                    option: option.clone(),
+                    from_cli: false,
+                    used: false,
+                    text: format!("{origin}: override {group}"),
+                });
+            }
+        }
+        for e in entries {
+            match e {
+                Entry::SelfRef => self
+                    .parts
+                    .push((package.to_string(), loaded.content.clone())),
+                Entry::Config {
+                    path,
+                    package: pkg,
+                    optional,
+                } => {
+                    let abs = join_group(group_dir, &path);
+                    let Some(child) = self.repo.load(&abs)? else {
+                        if optional {
+                            continue;
+                        }
+                        return Err(format!(
+                            "{origin}: cannot find config '{abs}' in the search path ({})",
+                            self.roots()
+                        ));
+                    };
+                    let written_dir = path.trim_start_matches('/').rsplit_once('/');
+                    let default_pkg =
+                        written_dir.map_or(String::new(), |(d, _)| d.replace('/', "."));
+                    let rel = pkg.or_else(|| child.header.clone()).unwrap_or(default_pkg);
+                    let (dir, name) = abs.rsplit_once('/').unwrap_or(("", abs.as_str()));
+                    let fin = final_package(package, &rel, dir, name);
+                    let dir = dir.to_string();
+                    self.expand(child, &format!("{abs}.yaml"), &dir, &fin, depth + 1)?;
+                }
+                Entry::Group {
+                    group,
+                    package: pkg,
+                    option,
+                    optional,
+                    is_override,
+                } => {
+                    if is_override {
+                        continue;
+                    }
+                    let abs = join_group(group_dir, &group);
+                    let key = override_key(&abs, pkg.as_deref());
+                    if let Some((opt, used, _)) = self.deletions.get_mut(&key)
+                        && (opt.is_none() || *opt == option)
+                    {
+                        *used = true;
+                        continue;
+                    }
+                    let option = match self.overrides.get_mut(&key) {
+                        Some(c) => {
+                            c.used = true;
+                            c.option.clone()
+                        }
+                        None => option,
+                    };
+                    let Some(option) = option else {
+                        continue;
+                    };
+                    let option = self.interpolate_choice(&option, origin)?;
+                    self.choices.insert(key.clone(), option.clone());
+                    let rel_path = format!("{abs}/{option}");
+                    let Some(child) = self.repo.load(&rel_path)? else {
+                        if optional {
+                            continue;
+                        }
+                        return Err(format!(
+                            "{origin}: cannot find '{option}' in config group '{abs}'; available options: {}",
+                            self.repo.options(&abs).join(", ")
+                        ));
+                    };
+                    let default_pkg = group.trim_start_matches('/').replace('/', ".");
+                    let rel = pkg.or_else(|| child.header.clone()).unwrap_or(default_pkg);
+                    let fin = final_package(package, &rel, &abs, &option);
+                    self.expand(child, &format!("{rel_path}.yaml"), &abs, &fin, depth + 1)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `${group}` in an option name -> that group's choice.
+    fn interpolate_choice(&self, option: &str, origin: &str) -> Result<String, String> {
+        let mut out = String::new();
+        let mut rest = option;
+        while let Some(i) = rest.find("${") {
+            out.push_str(&rest[..i]);
+            let Some(j) = rest[i..].find('}') else {
+                return Err(format!(
+                    "{origin}: unclosed interpolation in option '{option}'"
+                ));
+            };
+            let name = rest[i + 2..i + j].trim();
+            let Some(c) = self.choices.get(name) else {
+                return Err(format!(
+                    "{origin}: option '{option}' refers to the choice of '{name}', which is not chosen earlier in the defaults list"
+                ));
+            };
+            out.push_str(c);
+            rest = &rest[i + j + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    fn roots(&self) -> String {
+        let r: Vec<String> = self
+            .repo
+            .roots
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        r.join(", ")
+    }
+}
+
+fn override_key(group: &str, package: Option<&str>) -> String {
+    match package {
+        Some(p) => format!("{group}@{p}"),
+        None => group.to_string(),
+    }
+}
+
+/// Where a search path entry points.
+fn search_root(entry: &str) -> Result<PathBuf, String> {
+    if let Some(p) = entry.strip_prefix("file://") {
+        return Ok(PathBuf::from(p));
+    }
+    if let Some(pkg) = entry.strip_prefix("pkg://") {
+        let rel: PathBuf = pkg.split('.').collect();
+        let dirs = std::env::var(PKG_PATH_ENV).unwrap_or_default();
+        for d in dirs.split(':').filter(|d| !d.is_empty()) {
+            let p = Path::new(d).join(&rel);
+            if p.is_dir() {
+                return Ok(p);
+            }
+        }
+        return Err(format!(
+            "hydra.searchpath: {entry}: package not found; name the directory that holds it in {PKG_PATH_ENV} (e.g. {PKG_PATH_ENV}=/path/to/site-packages)"
+        ));
+    }
+    Ok(PathBuf::from(entry))
+}
+
+fn searchpath_of(content: &Node) -> Vec<String> {
+    let sp = content.child("hydra").and_then(|h| h.child("searchpath"));
+    match sp {
+        Some(Node::List(l)) => l
+            .iter()
+            .filter_map(|n| n.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Composes a primary config. `dir` is its config directory (`None` for built-in text, which
+/// then may not have a defaults list). `overrides` are the group overrides and additions of the
+/// command line (value overrides are applied by the caller). Returns the merged tree without
+/// the `hydra` key.
+pub(super) fn compose(
+    primary: Loaded,
+    origin: &str,
+    dir: Option<&Path>,
+    group_overrides: &[Override],
+    searchpath_override: Option<Vec<String>>,
+    written: Option<&mut Vec<String>>,
+) -> Result<Node, Vec<String>> {
+    let mut roots = Vec::new();
+    if let Some(d) = dir {
+        roots.push(d.to_path_buf());
+    }
+    let mut errors = Vec::new();
+    for e in searchpath_override.unwrap_or_else(|| searchpath_of(&primary.content)) {
+        match search_root(&e) {
+            Ok(r) => roots.push(r),
+            Err(m) => errors.push(m),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    if dir.is_none() && primary.defaults.is_some() {
+        return Err(vec![format!(
+            "{origin}: a defaults list needs a config directory (--config-path)"
+        )]);
+    }
+    let mut c = Composer {
+        repo: Repo {
+            roots,
+            cache: HashMap::new(),
+        },
+        choices: HashMap::new(),
+        overrides: HashMap::new(),
+        deletions: HashMap::new(),
+        parts: Vec::new(),
+    };
+    let mut appended = Vec::new();
+    for ov in group_overrides {
+        let key = ov.group_key();
+        let option = match &ov.value {
+            None | Some(Node::Null) => None,
+            Some(v) => Some(v.python_str()),
+        };
+        match ov.kind {
+            Kind::Delete => {
+                c.deletions.insert(key, (option, false, ov.text.clone()));
+            }
+            Kind::Add => appended.push(ov.clone()),
+            Kind::Change | Kind::ForceAdd => {
+                c.overrides.insert(
+                    key,
+                    Choice {
+                        option,
+                        from_cli: true,
+                        used: false,
+                        text: ov.text.clone(),
+                    },
+                );
+            }
+        }
+    }
+    let header = primary.header.clone().unwrap_or_default();
+    let root_pkg = final_package("", &header, "", "");
+    if let Some(w) = written {
+        let base: Vec<String> = root_pkg
+            .split('.')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        leaf_paths(&primary.content, &mut base.clone(), w);
+    }
+    if let Err(e) = c.expand(primary, origin, "", &root_pkg, 0) {
+        return Err(vec![e]);
+    }
+    for ov in appended {
+        let option = ov.value.as_ref().map(Node::python_str).unwrap_or_default();
+        let entry = Loaded {
+            content: Node::map(),
+            defaults: Some(Node::List(vec![Node::Map(
+                [(ov.group_key(), Node::Str(option))].into_iter().collect(),
+            )])),
+            header: None,
+        };
+        // Added after the primary config, as Hydra appends it to the root defaults list.
+        if let Err(e) = c.expand(entry, &format!("override '{}'", ov.text), "", "", 0) {
+            return Err(vec![e]);
+        }
+        if !c.repo.group_exists(&ov.key) {
+            errors.push(format!(
+                "override '{}': no config group '{}'",
+                ov.text, ov.key
+            ));
+        }
+    }
+    for (key, ch) in &c.overrides {
+        if ch.from_cli && !ch.used {
+            errors.push(format!(
+                "override '{}': no '{key}' in the defaults list to override; to add it write '+{}'",
+                ch.text, ch.text
+            ));
+        } else if !ch.used {
+            errors.push(format!(
+                "{}: no '{key}' in the defaults list to override",
+                ch.text
+            ));
+        }
+    }
+    for (key, (_, used, text)) in &c.deletions {
+        if !used {
+            errors.push(format!(
+                "override '{text}': no '{key}' in the defaults list to delete"
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let mut root = Node::map();
+    for (pkg, content) in c.parts {
+        merge(&mut root, at_package(&pkg, content));
+    }
+    if let Node::Map(m) = &mut root {
+        m.shift_remove("hydra");
+    }
+    Ok(root)
+}
+
+/// Whether an override names a config group of the search path (`model_engine=megatron`).
+pub(super) fn is_group_override(ov: &Override, primary: &Loaded, dir: Option<&Path>) -> bool {
+    let Some(d) = dir else { return false };
+    if ov.key.contains('.') && !ov.key.contains('/') {
+        return false;
+    }
+    let mut roots = vec![d.to_path_buf()];
+    for e in searchpath_of(&primary.content) {
+        if let Ok(r) = search_root(&e) {
+            roots.push(r);
+        }
+    }
+    Repo {
+        roots,
+        cache: HashMap::new(),
+    }
+    .group_exists(&ov.key)
+}
+
+/// The dotted paths of every leaf (and empty container) of `node` under `prefix`.
+pub(super) fn leaf_paths(node: &Node, prefix: &mut Vec<String>, out: &mut Vec<String>) {
+    match node {
+        Node::Map(m) if !m.is_empty() => {
+            for (k, v) in m {
+                prefix.push(k.clone());
+                leaf_paths(v, prefix, out);
+                prefix.pop();
+            }
+        }
+        _ => out.push(prefix.join(".")),
+    }
+}

@@ -1,0 +1,554 @@
+//! The one decoder of raw files: every reader (`rlprof analyse`, `rlprof report`) goes through
+//! [`RawIndex`], so a raw file has one meaning.
+//!
+//! Two passes over the file's bytes (memory-mapped or read by the caller), one chunk at a time:
+//! 1. [`RawIndex::scan`] reads the metadata ([`CollectionMeta`]), strings, thread names,
+//!    calibration points and the truncation/end markers, hands each Records chunk to the caller
+//!    (for its own aggregates). Its verdict is the readability
+//!    verdict of a file: it fails only when nothing is recoverable (a bad header, no readable
+//!    Meta chunk).
+//! 2. [`RawIndex::replay`] reads the records again, pairs each with the Ext record after it on
+//!    its thread, and hands out typed [`Event`]s in wall-clock nanoseconds.
+//!
+//! **Clock.** Ticks map to time through one [`TickMapper`]: a fit between the first and last
+//! calibration points when they are more than [`crate::clock::FIT_MIN_TICKS`] apart, else the
+//! rate the writer recorded in the Meta chunk (`ns_per_tick`), else this process's rate. The
+//! two readers this replaced disagreed: the exporter needed 1,000,000 ticks between the points
+//! and fell back to the *reading* machine's rate, the report needed 1,000 and used the recorded
+//! rate. The 1,000,000 threshold is kept (a fit over 1,000 ticks is at the mercy of the clock
+//! reads' jitter, see `FIT_MIN_TICKS`; no collection that stopped cleanly is that short), and the
+//! recorded rate is kept (a killed collection's ticks were counted by the writer's clock; the
+//! reader's rate is only right when both run on the same kind of machine).
+//!
+//! **Validation.** Records whose checksums are right can still be impossible. Each case below
+//! gives one [`RawWarning`] naming the file and the byte offset of the first offending record or
+//! chunk, and the data are dropped or clamped, never shown as absurd figures:
+//! - an interval (range, kernel, collective) that ends before it starts: the end is clamped to
+//!   the start;
+//! - a timestamp (a start, or an interval's end) outside the collection's [`ClockWindow`]: the
+//!   record (and its Ext) is dropped;
+//! - a record of unknown kind: dropped (with its Ext);
+//! - a second Meta chunk: ignored, the first is kept;
+//! - a Meta rank that disagrees with the file name (`rank_0.rlraw` saying rank 7): the file
+//!   name's rank is used (names are unique within a collection, so outputs cannot collide);
+//! - data after the End chunk: ignored.
+//!
+//! Chunk findings are made by pass 1 ([`RawIndex::warnings`]); record findings by pass 2, where
+//! each record is looked at anyway, so that validation adds a table lookup and two comparisons
+//! per record to decoding ([`RawIndex::record_warnings`]).
+
+use super::event::Event;
+use super::meta::CollectionMeta;
+use super::reader::{Chunk, ChunkRef, Corruption, SliceReader};
+use super::writer::Truncation;
+use crate::ProfilerError;
+use crate::clock::{Calibration, TickMapper};
+use crate::record::{Kind, RECORD_SIZE, Record};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Slack around the calibration points that records may lie outside of (clock reads of one
+/// process race a little with the calibration).
+const WINDOW_SLACK_NS: u64 = 1_000_000_000;
+/// How far after its only calibration point a collection that never stopped may reach.
+const OPEN_WINDOW_NS: u64 = 7 * 24 * 3600 * 1_000_000_000;
+
+/// The ticks a collection's records may carry: from a little before its first calibration
+/// point to a little after its last (or, with a single point, up to seven days after it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockWindow {
+    /// First valid tick.
+    pub lo: u64,
+    /// Last valid tick.
+    pub hi: u64,
+}
+
+impl ClockWindow {
+    /// Whether `ticks` lies in the window.
+    #[inline(always)]
+    pub fn contains(&self, ticks: u64) -> bool {
+        ticks.wrapping_sub(self.lo) <= self.hi.wrapping_sub(self.lo)
+    }
+}
+
+/// What was wrong in a raw file whose chunks were all readable.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum WarningKind {
+    /// Intervals ending before they start (clamped).
+    EndBeforeStart,
+    /// Records with timestamps outside the clock window (dropped).
+    OutsideClockWindow,
+    /// Records of an unknown kind (dropped); the first one's kind byte.
+    UnknownKind(u8),
+    /// A second Meta chunk (ignored).
+    DuplicateMeta,
+    /// The Meta chunk's rank differs from the file name's (the file name's is used).
+    RankMismatch {
+        /// Rank in the Meta chunk.
+        meta: u32,
+        /// Rank in the file name.
+        file: u32,
+    },
+    /// Bytes after the End chunk (ignored).
+    DataAfterEnd,
+}
+
+/// One validation finding: where, what and how often.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RawWarning {
+    /// The raw file.
+    pub path: PathBuf,
+    /// Byte offset of the first offending record or chunk.
+    pub offset: u64,
+    /// What was wrong.
+    pub kind: WarningKind,
+    /// How many records (or bytes, for [`WarningKind::DataAfterEnd`]) it concerns.
+    pub count: u64,
+}
+
+impl std::fmt::Display for RawWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: byte {}: ", self.path.display(), self.offset)?;
+        let n = self.count;
+        match &self.kind {
+            WarningKind::EndBeforeStart => write!(
+                f,
+                "{n} record(s) end before they start (the first here); their ends were clamped to their starts"
+            ),
+            WarningKind::OutsideClockWindow => write!(
+                f,
+                "{n} record(s) have timestamps outside the collection's clock window (the first here); they were dropped"
+            ),
+            WarningKind::UnknownKind(k) => write!(
+                f,
+                "{n} record(s) of unknown kind (the first here, kind {k}); they were dropped"
+            ),
+            WarningKind::DuplicateMeta => {
+                write!(
+                    f,
+                    "a second Meta chunk; it was ignored and the first one kept"
+                )
+            }
+            WarningKind::RankMismatch { meta, file } => write!(
+                f,
+                "the Meta chunk says rank {meta} but the file name says rank {file}; rank {file} is used"
+            ),
+            WarningKind::DataAfterEnd => {
+                write!(f, "{n} byte(s) after the End chunk; they were ignored")
+            }
+        }
+    }
+}
+
+/// Per kind byte (for validation): bit 0 timed (a timestamp in `ts`), bit 1 interval (an end in
+/// `a`), bit 2 unknown kind.
+const KIND_FLAGS: [u8; 256] = {
+    let mut t = [4u8; 256];
+    t[Kind::Range as usize] = 3;
+    t[Kind::Ext as usize] = 0;
+    t[Kind::Kernel as usize] = 3;
+    t[Kind::Memory as usize] = 1;
+    t[Kind::Comm as usize] = 3;
+    t[Kind::Instant as usize] = 1;
+    t[Kind::Counter as usize] = 1;
+    t
+};
+
+/// Bad records met by one replay: `(first offset, count)` per case, and the first unknown kind.
+#[derive(Debug, Default, Clone, Copy)]
+struct Findings {
+    inverted: (u64, u64),
+    outside: (u64, u64),
+    unknown: (u64, u64),
+    unknown_kind: u8,
+}
+
+impl Findings {
+    #[cold]
+    #[inline(never)]
+    fn note(case: &mut (u64, u64), offset: u64) {
+        if case.1 == 0 {
+            case.0 = offset;
+        }
+        case.1 += 1;
+    }
+
+    fn warnings(&self, path: &Path) -> Vec<RawWarning> {
+        [
+            (WarningKind::EndBeforeStart, self.inverted),
+            (WarningKind::OutsideClockWindow, self.outside),
+            (WarningKind::UnknownKind(self.unknown_kind), self.unknown),
+        ]
+        .into_iter()
+        .filter(|(_, (_, n))| *n > 0)
+        .map(|(kind, (offset, count))| RawWarning {
+            path: path.to_path_buf(),
+            offset,
+            kind,
+            count,
+        })
+        .collect()
+    }
+}
+
+/// What pass 1 learned about a raw file; replays its events.
+#[derive(Debug)]
+pub struct RawIndex {
+    /// The raw file.
+    pub path: PathBuf,
+    /// Its metadata. `rank` is the file name's rank where the name has one (see
+    /// [`WarningKind::RankMismatch`]).
+    pub meta: CollectionMeta,
+    names: Vec<Option<Box<str>>>,
+    /// Thread index -> name.
+    pub threads: BTreeMap<u32, String>,
+    /// The first calibration point, if any.
+    pub first_calibration: Option<Calibration>,
+    /// Number of calibration points (2 when the collection stopped cleanly).
+    pub calibration_points: usize,
+    mapper: TickMapper,
+    /// Ticks the records may carry.
+    pub window: ClockWindow,
+    /// Truncation marker.
+    pub truncated: Option<Truncation>,
+    /// Clean-end marker `(events, dropped)`.
+    pub end: Option<(u64, u64)>,
+    /// Where valid data ended early.
+    pub corruption: Option<Corruption>,
+    /// Bytes of valid data (header + complete chunks, up to the End chunk).
+    pub valid_bytes: u64,
+    /// Findings about chunks (duplicate Meta, rank mismatch, data after End); those about
+    /// records are [`RawIndex::record_warnings`].
+    pub warnings: Vec<RawWarning>,
+    records_checked: OnceLock<Vec<RawWarning>>,
+}
+
+/// Pass-1 state before the metadata is known to be there.
+#[derive(Default)]
+struct Scan {
+    meta: Option<(u64, CollectionMeta)>,
+    meta_error: Option<String>,
+    names: Vec<Option<Box<str>>>,
+    threads: BTreeMap<u32, String>,
+    cals: Vec<Calibration>,
+    truncated: Option<Truncation>,
+    end: Option<(u64, u64)>,
+    warnings: Vec<RawWarning>,
+}
+
+impl RawIndex {
+    /// Pass 1 over `data`, the bytes of the raw file `path`. `each` gets every record (24
+    /// bytes, as in the file, Ext records included); `advanced` the offset reached after each
+    /// chunk (to release memory behind the reader). Fails only when nothing is recoverable.
+    pub fn scan(
+        data: &[u8],
+        path: &Path,
+        mut each: impl FnMut(&[u8; RECORD_SIZE]),
+        mut advanced: impl FnMut(u64),
+    ) -> Result<RawIndex, ProfilerError> {
+        let mut reader = SliceReader::new(data, path)?;
+        let mut s = Scan::default();
+        loop {
+            let at = reader.offset();
+            let Some(chunk) = reader.next_ref() else {
+                break;
+            };
+            advanced(reader.offset());
+            match chunk {
+                ChunkRef::Records { body, .. } => body.as_chunks().0.iter().for_each(&mut each),
+                ChunkRef::Other(Chunk::Records { .. }) => {}
+                ChunkRef::Other(c) => {
+                    if s.other_chunk(c, at, path) {
+                        break;
+                    }
+                }
+            }
+        }
+        let valid_bytes = reader.offset();
+        if s.end.is_some() && (valid_bytes as usize) < data.len() {
+            s.warnings.push(RawWarning {
+                path: path.to_path_buf(),
+                offset: valid_bytes,
+                kind: WarningKind::DataAfterEnd,
+                count: data.len() as u64 - valid_bytes,
+            });
+        }
+        let corruption = reader.corruption().cloned();
+        let Some((meta_at, mut meta)) = s.meta.take() else {
+            return Err(ProfilerError::Unrecoverable {
+                path: path.to_path_buf(),
+                reason: no_meta_reason(s.meta_error.as_deref(), corruption.as_ref()),
+            });
+        };
+        if let Some(file) = rank_from_name(path)
+            && file != meta.rank
+        {
+            s.warnings.push(RawWarning {
+                path: path.to_path_buf(),
+                offset: meta_at,
+                kind: WarningKind::RankMismatch {
+                    meta: meta.rank,
+                    file,
+                },
+                count: 1,
+            });
+            meta.rank = file;
+        }
+        let first = s.cals.first().copied().unwrap_or(Calibration {
+            ticks: 0,
+            mono_ns: meta.start_mono_ns,
+            wall_ns: meta.start_wall_ns,
+        });
+        let last = s.cals.last().copied().unwrap_or(first);
+        let mono = TickMapper::new(first, last, meta.ns_per_tick);
+        let slack = mono.ticks_in(WINDOW_SLACK_NS);
+        let window = ClockWindow {
+            lo: first.ticks.saturating_sub(slack),
+            hi: if s.cals.len() >= 2 {
+                last.ticks.max(first.ticks).saturating_add(slack)
+            } else {
+                first.ticks.saturating_add(mono.ticks_in(OPEN_WINDOW_NS))
+            },
+        };
+        Ok(RawIndex {
+            path: path.to_path_buf(),
+            mapper: mono.rebased(meta.wall_offset()),
+            meta,
+            names: s.names,
+            threads: s.threads,
+            first_calibration: s.cals.first().copied(),
+            calibration_points: s.cals.len(),
+            window,
+            truncated: s.truncated,
+            end: s.end,
+            corruption,
+            valid_bytes,
+            warnings: s.warnings,
+            records_checked: OnceLock::new(),
+        })
+    }
+
+    /// The string of a name id (empty when unknown).
+    #[inline]
+    pub fn name(&self, id: u32) -> &str {
+        self.string(id).unwrap_or("")
+    }
+
+    /// The string of a name id, if the file defines it.
+    #[inline]
+    pub fn string(&self, id: u32) -> Option<&str> {
+        self.names.get(id as usize)?.as_deref()
+    }
+
+    /// Wall-clock ns of a tick value.
+    #[inline]
+    pub fn wall(&self, ticks: u64) -> u64 {
+        self.mapper.to_ns(ticks)
+    }
+
+    /// Whether pass 2 keeps an interval `[start, end)` (ticks): both inside the clock window,
+    /// or an end before the start, which is clamped to it.
+    #[inline]
+    pub fn keeps_interval(&self, start: u64, end: u64) -> bool {
+        self.window.contains(start) && end <= self.window.hi
+    }
+
+    /// Wall-clock ns of the first calibration point's tick: the origin of relative times.
+    pub fn origin_wall(&self) -> u64 {
+        self.mapper.base_ns()
+    }
+
+    /// The clock mapping in use.
+    pub fn mapper(&self) -> &TickMapper {
+        &self.mapper
+    }
+
+    /// Findings about records (ends before starts, timestamps outside the clock window,
+    /// unknown kinds), known once a [`RawIndex::replay`] has run to the end (every replay finds
+    /// the same); empty before.
+    pub fn record_warnings(&self) -> &[RawWarning] {
+        self.records_checked.get().map_or(&[], |v| v.as_slice())
+    }
+
+    /// Pass 2 over the same `data`: every event in file order (per thread in completion order),
+    /// each paired with its Ext record; `f` also learns whether the record had an Ext. Records
+    /// the validation drops are skipped, interval ends clamped, and what was wrong is kept for
+    /// [`RawIndex::record_warnings`].
+    pub fn replay(
+        &self,
+        data: &[u8],
+        mut advanced: impl FnMut(u64),
+        mut f: impl FnMut(&Event, bool),
+    ) -> Result<(), ProfilerError> {
+        let mut reader = SliceReader::new(data, &self.path)?.verified_prefix(self.valid_bytes);
+        let mut pending: BTreeMap<u32, (Record, u64)> = BTreeMap::new();
+        let mut found = Findings::default();
+        loop {
+            let at = reader.offset();
+            let Some(chunk) = reader.next_ref() else {
+                break;
+            };
+            advanced(reader.offset());
+            let ChunkRef::Records { thread, body } = chunk else {
+                continue;
+            };
+            let prev = pending.remove(&thread);
+            // Records start after the chunk header and the `thread, reserved` words.
+            let first = at + 16 + 8;
+            if let Some(p) = self.pair_chunk(thread, prev, body, first, &mut found, &mut f) {
+                pending.insert(thread, p);
+            }
+        }
+        for (thread, (p, off)) in pending {
+            self.emit(thread, &p, off, None, &mut found, &mut f);
+        }
+        let _ = self.records_checked.set(found.warnings(&self.path));
+        Ok(())
+    }
+
+    /// Pairs the records of one Records chunk body of `thread` with their Ext records and
+    /// emits them; `prev` is the thread's record (and its offset) left unpaired at the end of
+    /// its previous chunk (its Ext may open this chunk). Returns the record left unpaired at
+    /// the end of this one. `first` is the file offset of the body's first record.
+    ///
+    /// A record is paired with the record right after it when that is an Ext, looking ahead in
+    /// the borrowed bytes; an Ext with no record before it is skipped.
+    #[inline(always)]
+    fn pair_chunk(
+        &self,
+        thread: u32,
+        prev: Option<(Record, u64)>,
+        body: &[u8],
+        first: u64,
+        found: &mut Findings,
+        f: &mut impl FnMut(&Event, bool),
+    ) -> Option<(Record, u64)> {
+        const EXT: u8 = Kind::Ext as u8;
+        let (recs, _) = body.as_chunks::<RECORD_SIZE>();
+        let at = |i: usize| first + (i * RECORD_SIZE) as u64;
+        let mut i = 0;
+        if let Some((p, off)) = prev {
+            let Some(b) = recs.first() else {
+                return Some((p, off));
+            };
+            let r = Record::from_bytes(b);
+            if r.kind == EXT {
+                self.emit(thread, &p, off, Some(&r), found, f);
+                i = 1;
+            } else {
+                self.emit(thread, &p, off, None, found, f);
+            }
+        }
+        while let Some(b) = recs.get(i) {
+            let r = Record::from_bytes(b);
+            if r.kind == EXT {
+                i += 1;
+                continue;
+            }
+            let Some(nb) = recs.get(i + 1) else {
+                return Some((r, at(i)));
+            };
+            let x = Record::from_bytes(nb);
+            if x.kind == EXT {
+                self.emit(thread, &r, at(i), Some(&x), found, f);
+                i += 2;
+            } else {
+                self.emit(thread, &r, at(i), None, found, f);
+                i += 1;
+            }
+        }
+        None
+    }
+
+    /// Validates one paired record (at file offset `off`) and hands its event to `f`.
+    #[inline(always)]
+    fn emit(
+        &self,
+        thread: u32,
+        r: &Record,
+        off: u64,
+        ext: Option<&Record>,
+        found: &mut Findings,
+        f: &mut impl FnMut(&Event, bool),
+    ) {
+        let flags = KIND_FLAGS[r.kind as usize];
+        let interval = flags & 2 != 0;
+        if flags & 4 != 0 {
+            if found.unknown.1 == 0 {
+                found.unknown_kind = r.kind;
+            }
+            return Findings::note(&mut found.unknown, off);
+        }
+        if !self.window.contains(r.ts) || (interval && r.a > self.window.hi) {
+            return Findings::note(&mut found.outside, off);
+        }
+        if interval && r.a < r.ts {
+            Findings::note(&mut found.inverted, off);
+        }
+        if let Some(e) = Event::decode(thread, r, ext, &self.mapper) {
+            f(&e, ext.is_some());
+        }
+    }
+}
+
+impl Scan {
+    /// Takes a non-record chunk at offset `at`; true when reading must stop (End).
+    fn other_chunk(&mut self, c: Chunk, at: u64, path: &Path) -> bool {
+        match c {
+            Chunk::Meta(_) if self.meta.is_some() => self.warnings.push(RawWarning {
+                path: path.to_path_buf(),
+                offset: at,
+                kind: WarningKind::DuplicateMeta,
+                count: 1,
+            }),
+            Chunk::Meta(v) => match CollectionMeta::from_json(&v) {
+                Ok(m) => self.meta = Some((at, m)),
+                Err(e) => {
+                    self.meta_error
+                        .get_or_insert(format!("the Meta chunk at byte {at} does not decode: {e}"));
+                }
+            },
+            Chunk::Strings(v) => {
+                for (id, s) in v {
+                    let i = id as usize;
+                    if i >= self.names.len() {
+                        self.names.resize(i + 1, None);
+                    }
+                    self.names[i] = Some(s.into_boxed_str());
+                }
+            }
+            Chunk::Calibration(c) => self.cals.push(c),
+            Chunk::Thread { thread, name } => {
+                self.threads.insert(thread, name);
+            }
+            Chunk::Truncated(t) => self.truncated = Some(t),
+            Chunk::End { events, dropped } => {
+                self.end = Some((events, dropped));
+                return true;
+            }
+            Chunk::Records { .. } => {}
+        }
+        false
+    }
+}
+
+fn no_meta_reason(meta_error: Option<&str>, corruption: Option<&Corruption>) -> String {
+    match (meta_error, corruption) {
+        (Some(e), _) => e.to_string(),
+        (None, Some(c)) => format!("no metadata chunk before byte {}: {}", c.offset, c.reason),
+        (None, None) => "no metadata chunk".into(),
+    }
+}
+
+/// `rank_3.rlraw` -> 3.
+pub(crate) fn rank_from_name(path: &Path) -> Option<u32> {
+    path.file_stem()?
+        .to_str()?
+        .strip_prefix("rank_")?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,682 @@
+//! Ascend profiler DB input: `ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db`, as
+//! torch_npu writes it with `export_type=Db` (verl 0.9.1's setting) and as rlprof's `npu` tool
+//! writes it by default. Read into the same [`Profile`] model as the text layout:
+//! - `PYTORCH_API` -> ops (`ProfilerStep#N` -> steps), with shapes, dtypes and call stacks;
+//! - `CANN_API` -> API / runtime calls (a communication op's own launch is not repeated);
+//! - `MSTX_EVENTS` -> marker ranges: rlprof's own (domain `rlprof`) keep their category
+//!   (phase, role call, iteration, span, user); others are user ranges;
+//! - `TASK` + `COMPUTE_TASK_INFO` -> kernels; tasks of communication ops are folded into them;
+//! - `COMMUNICATION_OP` -> communication ops, with the bytes of their tasks
+//!   (`COMMUNICATION_TASK_INFO.size`) and the time of their `Notify_Wait` tasks as the wait;
+//! - `OP_MEMORY` -> allocations and frees with their op (`MEMORY_RECORD` totals when absent);
+//! - `STEP_TIME` -> the steps (and step events when `PYTORCH_API` has none).
+//!
+//! Every table is read once in storage order with plain `SELECT`s (no joins: the tables have
+//! no indexes); ids are resolved in memory. Times are made relative to the session start.
+
+use crate::Limits;
+use crate::error::ReportError;
+use crate::model::{Detail, Event, MemEvent, NONE, Profile, SourceFormat, Track};
+use rlprof_profiler::record::RangeCat;
+use rusqlite::{Connection, OpenFlags};
+use rustc_hash::FxHashMap;
+use std::path::{Path, PathBuf};
+
+/// The profiler DB in an `ASCEND_PROFILER_OUTPUT` directory, if there is one.
+pub fn find_db(out_dir: &Path) -> Option<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(out_dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(is_db_name)
+        })
+        .collect();
+    v.sort();
+    v.into_iter().next()
+}
+
+/// `ascend_pytorch_profiler.db` or `ascend_pytorch_profiler_{rank}.db`.
+pub fn is_db_name(name: &str) -> bool {
+    name.strip_prefix("ascend_pytorch_profiler")
+        .and_then(|r| r.strip_suffix(".db"))
+        .is_some_and(|r| {
+            r.is_empty()
+                || r.strip_prefix('_')
+                    .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+}
+
+fn rank_of(path: &Path) -> Option<u32> {
+    path.file_stem()?
+        .to_str()?
+        .strip_prefix("ascend_pytorch_profiler_")?
+        .parse()
+        .ok()
+}
+
+fn malformed(path: &Path) -> impl Fn(rusqlite::Error) -> ReportError + '_ {
+    move |e| ReportError::Malformed {
+        path: path.to_path_buf(),
+        message: format!("SQLite: {e}"),
+    }
+}
+
+/// Loads a profiler DB.
+pub fn load_db(path: &Path, group: &str, limits: &Limits) -> Result<Profile, ReportError> {
+    let err = malformed(path);
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(&err)?;
+    let mut p = Profile::new(
+        path.to_path_buf(),
+        SourceFormat::Ascend,
+        rank_of(path).unwrap_or(0),
+        group.to_string(),
+    );
+    let mut r = Reader::new(&conn, &mut p, path, limits).map_err(&err)?;
+    r.read_all().map_err(|e| match e {
+        Stop::Sql(e) => err(e),
+        Stop::Limit => ReportError::Limit {
+            path: path.to_path_buf(),
+            what: "events",
+            limit: limits.max_events,
+        },
+    })?;
+    p.sort();
+    Ok(p)
+}
+
+/// Why reading stopped.
+enum Stop {
+    Sql(rusqlite::Error),
+    Limit,
+}
+
+impl From<rusqlite::Error> for Stop {
+    fn from(e: rusqlite::Error) -> Stop {
+        Stop::Sql(e)
+    }
+}
+
+/// One row of `COMMUNICATION_TASK_INFO`, keyed by its globalTaskId.
+#[derive(Clone, Copy)]
+struct CommTaskInfo {
+    /// The collective (`COMMUNICATION_OP.opId`) the task belongs to.
+    op: i64,
+    bytes: u64,
+    /// A `Notify_Wait` task: time spent waiting, not moving data.
+    wait: bool,
+    peer: Option<i64>,
+}
+
+/// A communication op's task totals.
+#[derive(Default, Clone, Copy)]
+struct CommTasks {
+    bytes: u64,
+    wait: i64,
+    peer: Option<i64>,
+}
+
+struct Reader<'c, 'p> {
+    conn: &'c Connection,
+    p: &'p mut Profile,
+    max_events: u64,
+    /// `STRING_IDS` id -> profile string.
+    strings: FxHashMap<i64, u32>,
+    /// Raw `STRING_IDS` text (for details and type names).
+    text: FxHashMap<i64, String>,
+    /// Thread key -> thread number.
+    threads: FxHashMap<i64, u32>,
+    origin: i64,
+}
+
+fn table_exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?1",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+impl<'c, 'p> Reader<'c, 'p> {
+    fn new(
+        conn: &'c Connection,
+        p: &'p mut Profile,
+        _path: &Path,
+        limits: &Limits,
+    ) -> rusqlite::Result<Self> {
+        Ok(Reader {
+            conn,
+            p,
+            max_events: limits.max_events,
+            strings: FxHashMap::default(),
+            text: FxHashMap::default(),
+            threads: FxHashMap::default(),
+            origin: 0,
+        })
+    }
+
+    fn has(&self, table: &str) -> rusqlite::Result<bool> {
+        table_exists(self.conn, table)
+    }
+
+    fn read_all(&mut self) -> Result<(), Stop> {
+        self.read_strings()?;
+        self.origin = self.session_start()?;
+        self.p.origin_ns = self.origin.max(0) as u64;
+        if self.has("RANK_DEVICE_MAP")?
+            && let Ok(r) = self
+                .conn
+                .query_row("SELECT rankId FROM RANK_DEVICE_MAP", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+            && r >= 0
+        {
+            self.p.rank = r as u32;
+        }
+        if self.has("PYTORCH_API")? {
+            self.read_pytorch_api()?;
+        }
+        if self.has("CANN_API")? {
+            self.read_cann_api()?;
+        }
+        if self.has("MSTX_EVENTS")? {
+            self.read_mstx()?;
+        }
+        let comm = if self.has("COMMUNICATION_TASK_INFO")? {
+            self.read_comm_task_info()?
+        } else {
+            FxHashMap::default()
+        };
+        let per_op = if self.has("TASK")? {
+            self.read_tasks(&comm)?
+        } else {
+            FxHashMap::default()
+        };
+        if self.has("COMMUNICATION_OP")? {
+            self.read_comm_ops(&per_op)?;
+        }
+        self.read_memory()?;
+        if self.has("STEP_TIME")? {
+            self.read_steps()?;
+        }
+        Ok(())
+    }
+
+    fn read_strings(&mut self) -> rusqlite::Result<()> {
+        let mut st = self.conn.prepare("SELECT id, value FROM STRING_IDS")?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            let id: i64 = r.get(0)?;
+            let v: String = r.get::<_, Option<String>>(1)?.unwrap_or_default();
+            let i = self.p.intern(&v);
+            self.strings.insert(id, i);
+            self.text.insert(id, v);
+        }
+        Ok(())
+    }
+
+    fn session_start(&self) -> rusqlite::Result<i64> {
+        if self.has("SESSION_TIME_INFO")?
+            && let Ok(Some(t)) =
+                self.conn
+                    .query_row("SELECT startTimeNs FROM SESSION_TIME_INFO", [], |r| {
+                        r.get::<_, Option<i64>>(0)
+                    })
+        {
+            return Ok(t);
+        }
+        // Without a session record: the earliest host or device time.
+        let mut lo = i64::MAX;
+        for t in ["PYTORCH_API", "TASK"] {
+            if self.has(t)? {
+                let v: Option<i64> =
+                    self.conn
+                        .query_row(&format!("SELECT min(startNs) FROM {t}"), [], |r| r.get(0))?;
+                lo = lo.min(v.unwrap_or(i64::MAX));
+            }
+        }
+        Ok(if lo == i64::MAX { 0 } else { lo })
+    }
+
+    fn name(&mut self, id: Option<i64>) -> u32 {
+        match id.and_then(|i| self.strings.get(&i)) {
+            Some(&i) => i,
+            None => self.p.intern(""),
+        }
+    }
+
+    fn text_of(&self, id: Option<i64>) -> Option<String> {
+        id.and_then(|i| self.text.get(&i))
+            .filter(|s| !s.is_empty())
+            .cloned()
+    }
+
+    fn thread(&mut self, key: i64, label: impl FnOnce() -> String) -> u32 {
+        if let Some(&t) = self.threads.get(&key) {
+            return t;
+        }
+        let t = self.p.threads.len() as u32;
+        self.p.threads.push(label());
+        self.threads.insert(key, t);
+        t
+    }
+
+    fn push(&mut self, e: Event) -> Result<(), Stop> {
+        if self.p.events.len() as u64 >= self.max_events {
+            return Err(Stop::Limit);
+        }
+        self.p.events.push(e);
+        Ok(())
+    }
+
+    fn event(&mut self, start: i64, end: i64, name: u32, thread: u32, track: Track) -> Event {
+        Event {
+            start: start - self.origin,
+            dur: (end - start).max(0),
+            name,
+            detail: NONE,
+            thread,
+            depth: 0,
+            track,
+        }
+    }
+
+    /// Names of `ENUM_API_TYPE` ids.
+    fn api_types(&self) -> rusqlite::Result<FxHashMap<i64, String>> {
+        let mut m = FxHashMap::default();
+        if self.has("ENUM_API_TYPE")? {
+            let mut st = self.conn.prepare("SELECT id, name FROM ENUM_API_TYPE")?;
+            let mut rows = st.raw_query();
+            while let Some(r) = rows.next()? {
+                m.insert(
+                    r.get(0)?,
+                    r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                );
+            }
+        }
+        Ok(m)
+    }
+
+    /// Call stacks: callchain id -> frames joined by newlines, in depth order.
+    fn callchains(&self) -> rusqlite::Result<FxHashMap<i64, String>> {
+        let mut m: FxHashMap<i64, Vec<(i64, String)>> = FxHashMap::default();
+        if self.has("PYTORCH_CALLCHAINS")? {
+            let mut st = self
+                .conn
+                .prepare("SELECT id, stack, stackDepth FROM PYTORCH_CALLCHAINS")?;
+            let mut rows = st.raw_query();
+            while let Some(r) = rows.next()? {
+                let frame = self.text_of(r.get(1)?).unwrap_or_default();
+                m.entry(r.get(0)?)
+                    .or_default()
+                    .push((r.get::<_, Option<i64>>(2)?.unwrap_or(0), frame));
+            }
+        }
+        Ok(m.into_iter()
+            .map(|(id, mut v)| {
+                v.sort_by_key(|f| f.0);
+                let frames: Vec<String> = v.into_iter().map(|f| f.1).collect();
+                (id, frames.join("\n"))
+            })
+            .collect())
+    }
+
+    fn read_pytorch_api(&mut self) -> Result<(), Stop> {
+        let types = self.api_types()?;
+        let chains = self.callchains()?;
+        let mut st = self.conn.prepare(
+            "SELECT startNs, endNs, globalTid, name, inputDtypes, inputShapes, callchainId, type \
+             FROM PYTORCH_API",
+        )?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            let (start, end): (i64, i64) = (int(r, 0)?, int(r, 1)?);
+            let tid: i64 = r.get::<_, Option<i64>>(2)?.unwrap_or(0);
+            let name_id: Option<i64> = r.get(3)?;
+            let ty: Option<i64> = r.get(7)?;
+            let name = self.name(name_id);
+            let track = if self.p.str(name).starts_with("ProfilerStep#") {
+                Track::Step
+            } else {
+                match ty.and_then(|t| types.get(&t)).map(String::as_str) {
+                    Some("python_function") => Track::Span,
+                    Some("mstx") => Track::User,
+                    Some("queue") => Track::Runtime,
+                    _ => Track::Op,
+                }
+            };
+            let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
+            let mut e = self.event(start, end, name, thread, track);
+            if track == Track::Op {
+                let d = Detail {
+                    dtypes: self.text_of(r.get(4)?),
+                    shapes: self.text_of(r.get(5)?),
+                    stack: r
+                        .get::<_, Option<i64>>(6)?
+                        .and_then(|c| chains.get(&c))
+                        .filter(|s| !s.is_empty())
+                        .cloned(),
+                    ..Detail::default()
+                };
+                if d != Detail::default() {
+                    e.detail = self.p.add_detail(d);
+                }
+            }
+            self.push(e)?;
+        }
+        Ok(())
+    }
+
+    fn read_cann_api(&mut self) -> Result<(), Stop> {
+        let types = self.api_types()?;
+        let launches: Vec<i64> = if self.has("COMMUNICATION_OP")? {
+            let mut st = self
+                .conn
+                .prepare("SELECT connectionId FROM COMMUNICATION_OP")?;
+
+            st.query_map([], |r| r.get::<_, Option<i64>>(0))?
+                .filter_map(|x| x.ok().flatten())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut launches = launches;
+        launches.sort_unstable();
+        let mut st = self
+            .conn
+            .prepare("SELECT startNs, endNs, type, globalTid, connectionId, name FROM CANN_API")?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            let conn: Option<i64> = r.get(4)?;
+            if conn.is_some_and(|c| launches.binary_search(&c).is_ok()) {
+                continue;
+            }
+            let ty: Option<i64> = r.get(2)?;
+            let track = match ty.and_then(|t| types.get(&t)).map(String::as_str) {
+                Some("runtime") => Track::Runtime,
+                _ => Track::Api,
+            };
+            let tid: i64 = r.get::<_, Option<i64>>(3)?.unwrap_or(0);
+            let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
+            let name = self.name(r.get(5)?);
+            let e = self.event(int(r, 0)?, int(r, 1)?, name, thread, track);
+            self.push(e)?;
+        }
+        Ok(())
+    }
+
+    fn read_mstx(&mut self) -> Result<(), Stop> {
+        let rlprof = self
+            .text
+            .iter()
+            .find(|(_, v)| v.as_str() == "rlprof")
+            .map(|(k, _)| *k);
+        let mut st = self.conn.prepare(
+            "SELECT startNs, endNs, category, message, globalTid, domainId FROM MSTX_EVENTS",
+        )?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            let domain: Option<i64> = r.get(5)?;
+            let ours = rlprof.is_some() && domain == rlprof;
+            let track = if ours {
+                match RangeCat::from_u8(r.get::<_, Option<i64>>(2)?.unwrap_or(0) as u8) {
+                    Some(RangeCat::Phase) => Track::Phase,
+                    Some(RangeCat::RoleCall) => Track::RoleCall,
+                    Some(RangeCat::Iteration) => Track::Iteration,
+                    Some(RangeCat::Span) => Track::Span,
+                    _ => Track::User,
+                }
+            } else {
+                Track::User
+            };
+            let tid: i64 = r.get::<_, Option<i64>>(4)?.unwrap_or(0);
+            let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
+            let name = self.name(r.get(3)?);
+            let e = self.event(int(r, 0)?, int(r, 1)?, name, thread, track);
+            self.push(e)?;
+        }
+        Ok(())
+    }
+
+    /// Communication tasks by globalTaskId.
+    fn read_comm_task_info(&mut self) -> rusqlite::Result<FxHashMap<i64, CommTaskInfo>> {
+        let wait_ids: Vec<i64> = self
+            .text
+            .iter()
+            .filter(|(_, v)| v.as_str() == "Notify_Wait")
+            .map(|(k, _)| *k)
+            .collect();
+        let mut m = FxHashMap::default();
+        let mut st = self.conn.prepare(
+            "SELECT globalTaskId, opId, size, name, taskType, dstRank FROM COMMUNICATION_TASK_INFO",
+        )?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            let (Some(gid), Some(op)) = (r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?)
+            else {
+                continue;
+            };
+            let size = r.get::<_, Option<i64>>(2)?.unwrap_or(0).max(0) as u64;
+            let name: Option<i64> = r.get(3)?;
+            let ty: Option<i64> = r.get(4)?;
+            let wait = [name, ty]
+                .iter()
+                .any(|x| x.is_some_and(|i| wait_ids.contains(&i)));
+            let peer = r.get(5)?;
+            m.insert(
+                gid,
+                CommTaskInfo {
+                    op,
+                    bytes: size,
+                    wait,
+                    peer,
+                },
+            );
+        }
+        Ok(m)
+    }
+
+    /// Kernels from `TASK` (named by `COMPUTE_TASK_INFO`, else by the task type); the tasks of
+    /// communication ops are summed per op instead.
+    fn read_tasks(
+        &mut self,
+        comm: &FxHashMap<i64, CommTaskInfo>,
+    ) -> Result<FxHashMap<i64, CommTasks>, Stop> {
+        let mut names: Vec<(i64, Option<i64>)> = Vec::new();
+        if self.has("COMPUTE_TASK_INFO")? {
+            let mut st = self
+                .conn
+                .prepare("SELECT globalTaskId, name FROM COMPUTE_TASK_INFO")?;
+            let mut rows = st.raw_query();
+            while let Some(r) = rows.next()? {
+                if let Some(g) = r.get::<_, Option<i64>>(0)? {
+                    names.push((g, r.get(1)?));
+                }
+            }
+        }
+        if !names.is_sorted_by_key(|n| n.0) {
+            names.sort_by_key(|n| n.0);
+        }
+        let mut per_op: FxHashMap<i64, CommTasks> = FxHashMap::default();
+        let mut st = self
+            .conn
+            .prepare("SELECT startNs, endNs, globalTaskId, taskType, streamId FROM TASK")?;
+        let mut rows = st.raw_query();
+        let mut cursor = 0usize;
+        while let Some(r) = rows.next()? {
+            let (start, end) = (int(r, 0)?, int(r, 1)?);
+            let gid: Option<i64> = r.get(2)?;
+            if let Some(&CommTaskInfo {
+                op,
+                bytes,
+                wait,
+                peer,
+            }) = gid.and_then(|g| comm.get(&g))
+            {
+                let t = per_op.entry(op).or_default();
+                t.bytes += bytes;
+                if wait {
+                    t.wait += (end - start).max(0);
+                }
+                if peer.is_some() {
+                    t.peer = peer;
+                }
+                continue;
+            }
+            // Tasks and their infos are mostly in the same order: try the next one first.
+            let name_id = gid.and_then(|g| {
+                if names.get(cursor).is_some_and(|n| n.0 == g) {
+                    cursor += 1;
+                    return Some(names[cursor - 1].1);
+                }
+                let i = names.binary_search_by_key(&g, |n| n.0).ok()?;
+                cursor = i + 1;
+                Some(names[i].1)
+            });
+            let name = match name_id {
+                Some(n) => self.name(n),
+                None => self.name(r.get(3)?),
+            };
+            let stream: i64 = r.get::<_, Option<i64>>(4)?.unwrap_or(0);
+            let thread = self.thread(-1 - stream, || format!("stream {stream}"));
+            let e = self.event(start, end, name, thread, Track::Kernel);
+            self.push(e)?;
+        }
+        Ok(per_op)
+    }
+
+    fn read_comm_ops(&mut self, per_op: &FxHashMap<i64, CommTasks>) -> Result<(), Stop> {
+        let mut st = self
+            .conn
+            .prepare("SELECT opName, startNs, endNs, groupName, opId FROM COMMUNICATION_OP")?;
+        let mut rows = st.raw_query();
+        let rank = self.p.rank as i64;
+        let thread = self.thread(i64::MIN, || "communication".into());
+        while let Some(r) = rows.next()? {
+            let name = self.name(r.get(0)?);
+            let mut e = self.event(int(r, 1)?, int(r, 2)?, name, thread, Track::Comm);
+            let t = r
+                .get::<_, Option<i64>>(4)?
+                .and_then(|op| per_op.get(&op))
+                .copied()
+                .unwrap_or_default();
+            let d = Detail {
+                bytes: Some(t.bytes),
+                wait_ns: Some(t.wait as u64),
+                group: self.text_of(r.get(3)?).filter(|g| g != "default_group"),
+                peer: t.peer.filter(|&p| p != rank && p >= 0).map(|p| p as u32),
+                ..Detail::default()
+            };
+            e.detail = self.p.add_detail(d);
+            self.push(e)?;
+        }
+        Ok(())
+    }
+
+    /// Allocations and frees from `OP_MEMORY`; without it, the totals of `MEMORY_RECORD`.
+    fn read_memory(&mut self) -> rusqlite::Result<()> {
+        if self.has("OP_MEMORY")? {
+            let mut st = self
+                .conn
+                .prepare("SELECT name, size, allocationTime, releaseTime FROM OP_MEMORY")?;
+            let mut rows = st.raw_query();
+            while let Some(r) = rows.next()? {
+                let op = match r.get::<_, Option<i64>>(0)? {
+                    Some(id) if self.text.get(&id).is_some_and(|s| s != "unknown") => {
+                        self.name(Some(id))
+                    }
+                    _ => NONE,
+                };
+                let size: i64 = r.get::<_, Option<i64>>(1)?.unwrap_or(0);
+                let Some(alloc) = r.get::<_, Option<i64>>(2)? else {
+                    continue;
+                };
+                self.p.memory.push(MemEvent {
+                    t: alloc - self.origin,
+                    delta: size,
+                    addr: 0,
+                    op,
+                    total: None,
+                });
+                if let Some(free) = r.get::<_, Option<i64>>(3)? {
+                    self.p.memory.push(MemEvent {
+                        t: free - self.origin,
+                        delta: -size,
+                        addr: 0,
+                        op,
+                        total: None,
+                    });
+                }
+            }
+            if !self.p.memory.is_empty() {
+                return Ok(());
+            }
+        }
+        if self.has("MEMORY_RECORD")? {
+            let mut st = self
+                .conn
+                .prepare("SELECT timestamp, totalAllocated FROM MEMORY_RECORD")?;
+            let mut rows = st.raw_query();
+            let mut prev = 0i64;
+            while let Some(r) = rows.next()? {
+                let (Some(t), Some(total)) =
+                    (r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?)
+                else {
+                    continue;
+                };
+                self.p.memory.push(MemEvent {
+                    t: t - self.origin,
+                    delta: total - prev,
+                    addr: 0,
+                    op: NONE,
+                    total: Some(total),
+                });
+                prev = total;
+            }
+        }
+        Ok(())
+    }
+
+    fn read_steps(&mut self) -> Result<(), Stop> {
+        let mut steps: Vec<(i64, i64, i64)> = Vec::new();
+        let mut st = self
+            .conn
+            .prepare("SELECT id, startNs, endNs FROM STEP_TIME")?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            steps.push((int(r, 0)?, int(r, 1)?, int(r, 2)?));
+        }
+        self.p.steps = steps.iter().map(|s| s.0.max(0) as u64).collect();
+        if self.p.events.iter().any(|e| e.track == Track::Step) {
+            return Ok(());
+        }
+        let thread = self.thread(i64::MIN + 1, || "steps".into());
+        for (id, start, end) in steps {
+            let name = self.p.intern(&format!("ProfilerStep#{id}"));
+            let e = self.event(start, end, name, thread, Track::Step);
+            self.push(e)?;
+        }
+        Ok(())
+    }
+}
+
+/// An integer column (torch_npu declares some time columns TEXT: a text value is parsed).
+fn int(r: &rusqlite::Row, i: usize) -> rusqlite::Result<i64> {
+    use rusqlite::types::ValueRef;
+    Ok(match r.get_ref(i)? {
+        ValueRef::Integer(v) => v,
+        ValueRef::Real(v) => v as i64,
+        ValueRef::Text(t) => std::str::from_utf8(t)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0),
+        _ => 0,
+    })
+}

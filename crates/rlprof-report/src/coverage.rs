@@ -1,0 +1,133 @@
+//! Op coverage of each role call: the fraction of a role call's time inside the union of the op
+//! and collective intervals on its thread, so that a profile's blind spots (time no recorded op
+//! explains) show. Summed over the calls of the same name in a profile.
+
+use crate::model::{Profile, Track};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+
+/// Coverage of one role call name in one profile.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CoverageRow {
+    /// Profile index (as in the report's inputs).
+    pub profile: usize,
+    /// Rank.
+    pub rank: u32,
+    /// Role call name (`update_actor`, ...).
+    pub call: String,
+    /// Calls of that name.
+    pub calls: usize,
+    /// Summed role-call time, ns.
+    pub total_ns: i64,
+    /// Fraction of it covered by ops and collectives (0..=1).
+    pub covered: f64,
+}
+
+/// Union length of the sorted intervals `ivs` clipped to `[s, e)`.
+fn covered_in(ivs: &[(i64, i64)], s: i64, e: i64) -> i64 {
+    let from = ivs.partition_point(|iv| iv.0 < s).saturating_sub(1);
+    let (mut covered, mut end) = (0, s);
+    for &(a, b) in &ivs[from..] {
+        if a >= e {
+            break;
+        }
+        let (a, b) = (a.max(end), b.min(e));
+        if b > a {
+            covered += b - a;
+            end = b;
+        }
+    }
+    covered
+}
+
+/// Coverage rows of every profile with role calls.
+pub fn op_coverage(profiles: &[Profile]) -> Vec<CoverageRow> {
+    let mut out = Vec::new();
+    for (i, p) in profiles.iter().enumerate() {
+        let mut ivs: HashMap<u32, Vec<(i64, i64)>> = HashMap::new();
+        for e in p.events.iter() {
+            if matches!(e.track, Track::Op | Track::Comm) {
+                ivs.entry(e.thread).or_default().push((e.start, e.end()));
+            }
+        }
+        for v in ivs.values_mut() {
+            v.sort_unstable();
+        }
+        let mut by_call: BTreeMap<&str, (usize, i64, i64)> = BTreeMap::new();
+        for e in p.events.iter().filter(|e| e.track == Track::RoleCall) {
+            let ivs = ivs.get(&e.thread).map_or(&[][..], |v| v.as_slice());
+            let c = covered_in(ivs, e.start, e.end());
+            let x = by_call.entry(p.str(e.name)).or_default();
+            *x = (x.0 + 1, x.1 + e.dur, x.2 + c);
+        }
+        out.extend(by_call.into_iter().map(|(call, (n, t, c))| CoverageRow {
+            profile: i,
+            rank: p.rank,
+            call: call.to_string(),
+            calls: n,
+            total_ns: t,
+            covered: c as f64 / t.max(1) as f64,
+        }));
+    }
+    out
+}
+
+/// The text section: one line per profile and role call (`covered by ops: 93%`).
+pub fn render(rows: &[CoverageRow], o: &mut String) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\n== op coverage per role call ==");
+    for r in rows {
+        let _ = writeln!(
+            o,
+            "[{}] rank {} {:<22} {:>3} call(s) {:>12.3} ms  covered by ops: {:.0}%",
+            r.profile,
+            r.rank,
+            crate::text::clean(&r.call),
+            r.calls,
+            r.total_ns as f64 / 1e6,
+            r.covered * 100.0
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Event, NONE, SourceFormat};
+
+    #[test]
+    fn coverage_is_the_union_of_op_intervals_inside_the_call() {
+        let mut p = Profile::new("x".into(), SourceFormat::RlprofRaw, 0, "g".into());
+        let call = p.intern("update_actor");
+        let op = p.intern("linear");
+        let ev = |start, dur, name, thread, track| Event {
+            start,
+            dur,
+            name,
+            detail: NONE,
+            thread,
+            depth: 0,
+            track,
+        };
+        p.events = vec![
+            ev(0, 100, call, 0, Track::RoleCall),
+            // nested and overlapping ops count once; one sticks out of the call
+            ev(10, 30, op, 0, Track::Op),
+            ev(20, 10, op, 0, Track::Op),
+            ev(35, 15, op, 0, Track::Comm),
+            ev(90, 50, op, 0, Track::Op),
+            // another thread's op does not count
+            ev(60, 20, op, 1, Track::Op),
+        ];
+        let rows = op_coverage(&[p]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].calls, rows[0].total_ns), (1, 100));
+        assert!((rows[0].covered - 0.5).abs() < 1e-9, "{rows:?}");
+        let mut o = String::new();
+        render(&rows, &mut o);
+        assert!(o.contains("covered by ops: 50%"), "{o}");
+    }
+}

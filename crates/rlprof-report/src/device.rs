@@ -1,0 +1,290 @@
+//! Device time of one rank, as HolisticTraceAnalysis (HTA) reads a trace, from the device
+//! tracks of the model ([`Track::Kernel`], [`Track::Comm`], [`Track::Memcpy`]).
+//!
+//! Definitions (all in ns; a union counts overlapping intervals once):
+//! - `kernel_ns`: union of compute kernels; `comm_ns`: union of collectives (NCCL/HCCL/...);
+//!   `memcpy_ns`: union of copies and sets; `busy_ns`: union of all device activity;
+//! - `span_ns`: last device end minus first device start; `idle_ns` = `span_ns` − `busy_ns`;
+//! - HTA's temporal breakdown: idle = `idle_ns`, compute = `kernel_ns`, non-compute =
+//!   `busy_ns` − `kernel_ns`, over `span_ns` (HTA's "kernel time");
+//! - communication/computation overlap: the time both a collective and a compute kernel run,
+//!   over `comm_ns` (HTA's `comp_comm_overlap_ratio`);
+//! - kernel breakdown by type: the plain sum of durations and count per type (HTA's
+//!   `get_gpu_kernel_breakdown` kernel-type table: COMPUTATION, COMMUNICATION, MEMORY).
+//!
+//! Where HTA differs: HTA types kernels by name (`^nccl.*Kernel` is communication,
+//! `^Memcpy|^Memset|^dma` memory, and a kernel whose name contains `Sync` or `Memcpy` is
+//! neither); here the track decides (the category for PyTorch traces, the process and task type
+//! for Ascend). HTA also reads only the events of complete profiler steps; these figures cover
+//! every device event of the profile.
+
+use crate::model::{Profile, Track};
+use serde::Serialize;
+
+/// The JSON contract's device figures of one rank.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Device {
+    /// Union of compute kernels.
+    pub kernel_ns: u64,
+    /// Union of collectives.
+    pub comm_ns: u64,
+    /// Union of copies and sets.
+    pub memcpy_ns: u64,
+    /// Union of all device activity.
+    pub busy_ns: u64,
+    /// `span_ns` − `busy_ns`.
+    pub idle_ns: u64,
+    /// First device start to last device end (summed over the rank's profiles).
+    pub span_ns: u64,
+    /// Device events.
+    pub events: u64,
+}
+
+/// HTA's temporal breakdown of one rank.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Temporal {
+    /// Device idle time.
+    pub idle_ns: u64,
+    /// Compute kernels' time.
+    pub compute_ns: u64,
+    /// Other device activity (collectives, copies) not under a compute kernel.
+    pub non_compute_ns: u64,
+    /// The span they divide (HTA's `kernel_time`).
+    pub total_ns: u64,
+    /// Shares of `total_ns` in percent (empty when it is 0).
+    pub idle_pct: Option<f64>,
+    /// See `idle_pct`.
+    pub compute_pct: Option<f64>,
+    /// See `idle_pct`.
+    pub non_compute_pct: Option<f64>,
+}
+
+/// Communication/computation overlap of one rank.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Overlap {
+    /// Union of collectives.
+    pub comm_ns: u64,
+    /// Time a collective and a compute kernel run at once.
+    pub overlapped_ns: u64,
+    /// `overlapped_ns / comm_ns` (empty without collectives).
+    pub ratio: Option<f64>,
+}
+
+/// Kernel time of one type.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelType {
+    /// `COMPUTATION`, `COMMUNICATION` or `MEMORY`.
+    pub kind: &'static str,
+    /// Kernels.
+    pub count: u64,
+    /// Sum of durations.
+    pub sum_ns: u64,
+    /// Share of all kernels' summed durations, percent.
+    pub pct: f64,
+}
+
+/// Everything computed for one rank.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Figures {
+    /// The contract's figures.
+    pub device: Device,
+    /// Overlapped time (for [`Overlap`]).
+    pub overlapped_ns: u64,
+    /// Per type: (count, summed duration), in [`TYPES`] order.
+    pub types: [(u64, u64); 3],
+}
+
+/// Kernel types in HTA's names, with their tracks.
+pub const TYPES: [(&str, Track); 3] = [
+    ("COMPUTATION", Track::Kernel),
+    ("COMMUNICATION", Track::Comm),
+    ("MEMORY", Track::Memcpy),
+];
+
+impl Figures {
+    /// The figures of one profile.
+    pub fn of(p: &Profile) -> Figures {
+        Figures::from_unions(p, &class_unions(p))
+    }
+
+    /// The figures of one profile whose [`class_unions`] are known.
+    pub fn from_unions(p: &Profile, u: &[Vec<(i64, i64)>; 4]) -> Figures {
+        let mut f = Figures::default();
+        for e in p.events.iter().filter(|e| e.track.is_device()) {
+            let k = TYPES
+                .iter()
+                .position(|t| t.1 == e.track)
+                .expect("device track");
+            f.types[k].0 += 1;
+            f.types[k].1 += e.dur.max(0) as u64;
+        }
+        let [k, c, m, all] = u;
+        let merged = [k, c, m];
+        let len = |v: &[(i64, i64)]| v.iter().map(|(s, e)| (e - s) as u64).sum::<u64>();
+        let span = match (all.first(), all.last()) {
+            (Some(a), Some(b)) => (b.1 - a.0) as u64,
+            _ => 0,
+        };
+        let busy = len(all);
+        f.device = Device {
+            kernel_ns: len(merged[0]),
+            comm_ns: len(merged[1]),
+            memcpy_ns: len(merged[2]),
+            busy_ns: busy,
+            idle_ns: span - busy,
+            span_ns: span,
+            events: f.types.iter().map(|t| t.0).sum(),
+        };
+        f.overlapped_ns = intersection(merged[0], merged[1]);
+        f
+    }
+
+    /// Adds another profile's figures of the same rank (a separate recording window).
+    pub fn add(&mut self, o: &Figures) {
+        let (d, e) = (&mut self.device, &o.device);
+        d.kernel_ns += e.kernel_ns;
+        d.comm_ns += e.comm_ns;
+        d.memcpy_ns += e.memcpy_ns;
+        d.busy_ns += e.busy_ns;
+        d.idle_ns += e.idle_ns;
+        d.span_ns += e.span_ns;
+        d.events += e.events;
+        self.overlapped_ns += o.overlapped_ns;
+        for (a, b) in self.types.iter_mut().zip(o.types) {
+            a.0 += b.0;
+            a.1 += b.1;
+        }
+    }
+
+    /// HTA's temporal breakdown.
+    pub fn temporal(&self) -> Temporal {
+        let d = &self.device;
+        let pct = |x: u64| (d.span_ns > 0).then(|| 100.0 * x as f64 / d.span_ns as f64);
+        let non_compute = d.busy_ns - d.kernel_ns.min(d.busy_ns);
+        Temporal {
+            idle_ns: d.idle_ns,
+            compute_ns: d.kernel_ns,
+            non_compute_ns: non_compute,
+            total_ns: d.span_ns,
+            idle_pct: pct(d.idle_ns),
+            compute_pct: pct(d.kernel_ns),
+            non_compute_pct: pct(non_compute),
+        }
+    }
+
+    /// Communication/computation overlap.
+    pub fn overlap(&self) -> Overlap {
+        let c = self.device.comm_ns;
+        Overlap {
+            comm_ns: c,
+            overlapped_ns: self.overlapped_ns,
+            ratio: (c > 0).then(|| self.overlapped_ns as f64 / c as f64),
+        }
+    }
+
+    /// Kernel breakdown by type (types without kernels left out).
+    pub fn kernel_types(&self) -> Vec<KernelType> {
+        let total: u64 = self.types.iter().map(|t| t.1).sum();
+        TYPES
+            .iter()
+            .zip(self.types)
+            .filter(|(_, (n, _))| *n > 0)
+            .map(|((kind, _), (count, sum))| KernelType {
+                kind,
+                count,
+                sum_ns: sum,
+                pct: if total == 0 {
+                    0.0
+                } else {
+                    100.0 * sum as f64 / total as f64
+                },
+            })
+            .collect()
+    }
+}
+
+/// Unions of device intervals of one profile.
+pub type Unions = [Vec<(i64, i64)>; 4];
+
+/// Per type ([`TYPES`] order) and for all device activity: the union of the intervals.
+pub fn class_unions(p: &Profile) -> Unions {
+    let mut per: [Vec<(i64, i64)>; 3] = Default::default();
+    for e in p.events.iter().filter(|e| e.track.is_device()) {
+        let k = TYPES
+            .iter()
+            .position(|t| t.1 == e.track)
+            .expect("device track");
+        per[k].push((e.start, e.end()));
+    }
+    // Each type's intervals are in start order already (events are sorted by track, start).
+    let [k, c, m] = per.map(union);
+    let all = union([k.as_slice(), &c, &m].concat());
+    [k, c, m, all]
+}
+
+/// Device time within `[s, e)`: `kernel`, `comm`, `memcpy` and `idle`, from [`class_unions`].
+pub fn within(u: &[Vec<(i64, i64)>; 4], s: i64, e: i64) -> [(&'static str, u64); 4] {
+    let cover = |v: &[(i64, i64)]| {
+        let from = v.partition_point(|x| x.1 <= s);
+        v[from..]
+            .iter()
+            .take_while(|x| x.0 < e)
+            .map(|x| (x.1.min(e) - x.0.max(s)).max(0) as u64)
+            .sum::<u64>()
+    };
+    let busy = cover(&u[3]);
+    [
+        ("kernel", cover(&u[0])),
+        ("comm", cover(&u[1])),
+        ("memcpy", cover(&u[2])),
+        ("idle", ((e - s).max(0) as u64).saturating_sub(busy)),
+    ]
+}
+
+/// Sorted, disjoint intervals covering the same time as `v`.
+pub fn union(mut v: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+    if !v.is_sorted() {
+        v.sort_unstable();
+    }
+    let mut out: Vec<(i64, i64)> = Vec::with_capacity(v.len());
+    for (s, e) in v {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// Total length of the intersection of two sorted, disjoint interval lists.
+pub fn intersection(a: &[(i64, i64)], b: &[(i64, i64)]) -> u64 {
+    let (mut i, mut j, mut total) = (0, 0, 0u64);
+    while i < a.len() && j < b.len() {
+        let lo = a[i].0.max(b[j].0);
+        let hi = a[i].1.min(b[j].1);
+        if hi > lo {
+            total += (hi - lo) as u64;
+        }
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn union_and_intersection_of_intervals() {
+        assert_eq!(
+            union(vec![(5, 7), (0, 2), (1, 3), (3, 4)]),
+            vec![(0, 4), (5, 7)]
+        );
+        assert_eq!(intersection(&[(0, 4), (5, 7)], &[(3, 6)]), 2);
+        assert_eq!(intersection(&[], &[(3, 6)]), 0);
+    }
+}

@@ -1,0 +1,46 @@
+//! What a Chrome trace's processes and threads mean, applied once the whole trace is read
+//! (process names come as metadata anywhere in the file).
+//!
+//! torch_npu's `trace_view.json` (read as MindStudio Insight and msprof-analyze read it):
+//! - `Ascend Hardware`: device tasks, one thread per stream: compute kernels, HCCL tasks
+//!   (`hcom_*`) and copies ([`crate::ascend::device_track`] decides which);
+//! - `Communication` / `HCCL`: collectives; threads named `Plane *` hold their sub-tasks (which
+//!   repeat the collective's time), so only the other threads count as communication;
+//! - `CANN`: the runtime API layer (`AscendCL@...`);
+//! - `Overlap Analysis`: msprof's derived lanes (`Computing`, `Communication`, `Free`), not
+//!   events: dropped.
+//!
+//! `process_labels` (`CPU`/`NPU`) is a label, not the process name.
+
+use crate::model::{Event, Track};
+
+/// msprof's derived overlap lanes.
+pub const OVERLAP_ANALYSIS: &str = "Overlap Analysis";
+
+/// Re-assigns the tracks of events on known device processes and drops the derived lanes.
+/// `process(t)` / `thread(t)` name the process and thread of thread number `t`.
+pub fn apply<'n>(
+    events: &mut Vec<Event>,
+    names: &[String],
+    process: impl Fn(u32) -> &'n str,
+    thread: impl Fn(u32) -> &'n str,
+) {
+    if events.iter().any(|e| process(e.thread) == OVERLAP_ANALYSIS) {
+        events.retain(|e| process(e.thread) != OVERLAP_ANALYSIS);
+    }
+    for e in events.iter_mut() {
+        let name = names.get(e.name as usize).map(String::as_str).unwrap_or("");
+        match process(e.thread) {
+            "Ascend Hardware" => e.track = crate::ascend::device_track(name, None),
+            "Communication" | "HCCL" => {
+                e.track = if thread(e.thread).starts_with("Plane") {
+                    Track::User
+                } else {
+                    Track::Comm
+                }
+            }
+            "CANN" if e.track == Track::User => e.track = Track::Api,
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! The critic of PPO with GAE (`algorithm.adv_estimator: gae`, verl's default): a value model
+//! with the actor's architecture and a scalar head (`score`, zero-initialised) over the final
+//! hidden states, initialised from the actor's weights when RL starts. Its role calls are
+//! `compute_values` (values of the state before each response token), and `update_critic`
+//! (clipped value loss, its own sharded AdamW, mini- and micro-batches, ZeRO-2 like the actor).
+//! GAE itself (with `algorithm.gamma` / `lam`, advantages whitened over the global batch) runs
+//! between them.
+
+use crate::algo::{self, GlobalDenoms, ValueInputs};
+use crate::comm::{Communicator, shard_len};
+use crate::engine::{
+    Engine, Sample, SeqBatch, Zero2, backward_into, loss_module, param_modules, split_even,
+    zero_grad,
+};
+use crate::error::{Result, TrainerError};
+use crate::model::{ModelConfig, ParamStore, Transformer, autograd, score_head};
+use crate::optim::{AdamW, ShardedAdamW};
+use crate::{h, t};
+use candle_core::{Tensor, Var};
+use rlprof_profiler::{NameId, iteration, name, plan::IterKind};
+
+/// The value model and its optimizer state.
+pub struct Critic {
+    params: ParamStore,
+    train_model: Transformer,
+    eval_model: Transformer,
+    head_w: Var,
+    head_b: Var,
+    /// Optimizer state of this rank's shard.
+    pub opt: ShardedAdamW,
+    /// Full flat parameters (backbone, head weight, head bias), padded to `world * shard`.
+    flat: Vec<f32>,
+    shard: usize,
+    modules: Vec<NameId>,
+}
+
+/// Statistics of one `update_critic` call (verl's `critic/*` names in [`CriticStats::metrics`]).
+#[derive(Debug, Clone, Default)]
+pub struct CriticStats {
+    /// `critic/vf_loss`.
+    pub vf_loss: f64,
+    /// `critic/vf_clipfrac`.
+    pub vf_clipfrac: f64,
+    /// `critic/vpred_mean`.
+    pub vpred_mean: f64,
+    /// `critic/grad_norm`.
+    pub grad_norm: f64,
+    /// `critic/lr`.
+    pub lr: f64,
+    /// Optimizer updates done.
+    pub updates: u64,
+}
+
+impl CriticStats {
+    /// The statistics under verl's metric names.
+    pub fn metrics(&self) -> [(&'static str, f64); 5] {
+        [
+            ("critic/vf_loss", self.vf_loss),
+            ("critic/vf_clipfrac", self.vf_clipfrac),
+            ("critic/vpred_mean", self.vpred_mean),
+            ("critic/grad_norm", self.grad_norm),
+            ("critic/lr", self.lr),
+        ]
+    }
+}
+
+impl Critic {
+    /// A critic over a copy of `actor`'s weights with a zero value head, for `world` ranks.
+    pub fn from_actor(
+        mcfg: &ModelConfig,
+        actor: &ParamStore,
+        hp: AdamW,
+        world: usize,
+    ) -> Result<Critic> {
+        let params = actor.deep_clone()?;
+        let device = params.device().clone();
+        let h = mcfg.hidden_size;
+        let head_w = Var::zeros((1, h), candle_core::DType::F32, &device)?;
+        let head_b = Var::zeros(1, candle_core::DType::F32, &device)?;
+        let len = params.len() + h + 1;
+        let shard = shard_len(len, world);
+        let mut flat = params.flat()?;
+        flat.extend(std::iter::repeat_n(0.0, h + 1));
+        flat.resize(shard * world, 0.0);
+        let mut modules = param_modules(&params);
+        modules.extend([name!("score"), name!("score")]);
+        Ok(Critic {
+            train_model: Transformer::new(mcfg, &params, true)?,
+            eval_model: Transformer::new(mcfg, &params, false)?,
+            params,
+            head_w,
+            head_b,
+            opt: ShardedAdamW::new(hp, shard),
+            flat,
+            shard,
+            modules,
+        })
+    }
+
+    fn vars(&self) -> Vec<&Var> {
+        let mut v: Vec<&Var> = self.params.vars().iter().collect();
+        v.extend([&self.head_w, &self.head_b]);
+        v
+    }
+
+    /// Values `[B, R]` of a batch: tracked (`train`) or not.
+    fn values(&self, batch: &SeqBatch, train: bool) -> Result<Tensor> {
+        if train {
+            let x = batch.response_hidden(&self.train_model)?;
+            Ok(score_head(
+                &x,
+                self.head_w.as_tensor(),
+                self.head_b.as_tensor(),
+            )?)
+        } else {
+            let x = batch.response_hidden(&self.eval_model)?;
+            let (w, b) = (
+                self.head_w.as_tensor().detach(),
+                self.head_b.as_tensor().detach(),
+            );
+            Ok(score_head(&x, &w, &b)?)
+        }
+    }
+}
+
+impl<C: Communicator> Engine<C> {
+    /// Builds the critic from the current actor weights when the job runs PPO with GAE (call
+    /// once RL starts, after the warm-up).
+    pub fn init_critic(&mut self) -> Result<()> {
+        if self.cfg.algorithm.adv_estimator != crate::config::AdvEstimator::Gae {
+            return Ok(());
+        }
+        let c = &self.cfg.critic;
+        let hp = AdamW {
+            lr: c.lr,
+            warmup_steps: c.lr_warmup_steps,
+            weight_decay: c.weight_decay,
+            betas: self.cfg.actor.betas,
+            eps: 1e-8,
+        };
+        self.critic = Some(Critic::from_actor(
+            &self.mcfg,
+            &self.actor,
+            hp,
+            self.comm.world_size(),
+        )?);
+        Ok(())
+    }
+
+    /// The critic's flat parameters (unpadded) and its optimizer state length on this rank.
+    pub fn critic_flat(&self) -> Option<(&[f32], usize)> {
+        self.critic.as_ref().map(|c| {
+            let n = c.params.len() + c.head_w.elem_count() + 1;
+            (&c.flat[..n], c.opt.state_len())
+        })
+    }
+
+    fn critic_ref(&self) -> Result<&Critic> {
+        self.critic.as_ref().ok_or_else(|| {
+            TrainerError::Config(vec!["the critic is used before init_critic".into()])
+        })
+    }
+
+    /// `compute_values`: the critic's value of each response token's state, in micro-batches
+    /// of `critic.forward_micro_batch_size_per_gpu`.
+    pub fn compute_values(&self, samples: &mut [Sample]) -> Result<()> {
+        let critic = self.critic_ref()?;
+        let mb = self.cfg.critic.forward_micro_batch_size_per_gpu;
+        for chunk in samples.chunks_mut(mb) {
+            let _it = iteration(IterKind::MicroBatch);
+            let refs: Vec<&Sample> = chunk.iter().collect();
+            let batch = SeqBatch::new(&refs, self.tok.pad_id, &self.device)?;
+            let v = critic.values(&batch, false)?;
+            let rows = h!(
+                "to_host",
+                crate::engine::data_module(),
+                v.elem_count() * 4,
+                v.to_vec2::<f32>()
+            )?;
+            for (s, row) in chunk.iter_mut().zip(rows) {
+                s.values = row[..s.response.len()].to_vec();
+            }
+        }
+        Ok(())
+    }
+
+    /// GAE advantages and returns of every sample (outcome reward on the last token), the
+    /// advantages whitened with the mean and variance of every response token on all ranks.
+    /// `Sample::adv` gets the mean of its token advantages (for reporting).
+    pub fn gae_advantages(&self, samples: &mut [Sample]) -> Result<()> {
+        let (gamma, lam) = (self.cfg.critic.gamma, self.cfg.critic.lam);
+        let mut sums = [0f32; 3];
+        for s in samples.iter_mut() {
+            let (adv, ret) = algo::gae(s.reward, &s.values, gamma, lam);
+            sums[0] += adv.iter().sum::<f32>();
+            sums[1] += adv.iter().map(|a| a * a).sum::<f32>();
+            sums[2] += adv.len() as f32;
+            s.token_adv = adv;
+            s.returns = ret;
+        }
+        self.comm.all_reduce_sum(&mut sums)?;
+        let n = sums[2].max(1.0);
+        let mean = sums[0] / n;
+        // unbiased variance, as verl's masked_whiten
+        let var = (sums[1] / n - mean * mean).max(0.0) * n / (n - 1.0).max(1.0);
+        let inv = 1.0 / (var + 1e-8).sqrt();
+        for s in samples.iter_mut() {
+            s.token_adv.iter_mut().for_each(|a| *a = (*a - mean) * inv);
+            let k = s.token_adv.len().max(1) as f32;
+            s.adv = s.token_adv.iter().sum::<f32>() / k;
+        }
+        Ok(())
+    }
+
+    /// `update_critic`: PPO epochs over mini-batches of micro-batches of the clipped value loss,
+    /// one sharded optimizer update per mini-batch.
+    pub fn update_critic(&mut self, samples: &[Sample], step: u64) -> Result<CriticStats> {
+        let c = self.cfg.critic.clone();
+        let n_mini = (self.cfg.data.train_batch_size / c.ppo_mini_batch_size).max(1);
+        let minis = split_even(samples, n_mini);
+        let mut st = CriticStats::default();
+        let mut local = [0f32; 3];
+        let critic = self
+            .critic
+            .as_mut()
+            .ok_or_else(|| TrainerError::Config(vec!["update_critic before init_critic".into()]))?;
+        for _epoch in 0..c.ppo_epochs {
+            for mini in &minis {
+                let _it = iteration(IterKind::MiniBatch);
+                let mut d = [
+                    mini.iter().map(|s| s.response.len() as f32).sum::<f32>(),
+                    mini.len() as f32,
+                ];
+                self.comm.all_reduce_sum(&mut d)?;
+                if d[1] == 0.0 {
+                    continue;
+                }
+                let denoms = GlobalDenoms {
+                    tokens: d[0].max(1.0),
+                    seqs: d[1],
+                };
+                let mut grads = zero_grad(critic.flat.len());
+                for micro in mini.chunks(c.ppo_micro_batch_size_per_gpu) {
+                    let _it = iteration(IterKind::MicroBatch);
+                    let _grad = autograd::grad_enabled();
+                    let refs: Vec<&Sample> = micro.iter().collect();
+                    let batch = SeqBatch::new(&refs, self.tok.pad_id, &self.device)?;
+                    let vpreds = critic.values(&batch, true)?;
+                    let mut stats = None;
+                    let values = batch.per_token(&refs, |s| &s.values)?;
+                    let returns = batch.per_token(&refs, |s| &s.returns)?;
+                    let loss = t!("compute_value_loss", loss_module(), [&vpreds], 0, {
+                        autograd::region(&vpreds, &batch.mask, |v, mask| {
+                            let out = algo::value_loss(
+                                &ValueInputs {
+                                    vpreds: v,
+                                    values: &values,
+                                    returns: &returns,
+                                    mask,
+                                },
+                                c.cliprange_value,
+                                c.loss_agg_mode,
+                                denoms,
+                            )?;
+                            let l = out.loss.clone();
+                            stats = Some(out);
+                            Ok(l)
+                        })
+                    })?;
+                    let out = stats.expect("the loss region ran");
+                    let lv = loss.to_scalar::<f32>()?;
+                    if !lv.is_finite() {
+                        return Err(TrainerError::NonFinite {
+                            step,
+                            what: "critic loss",
+                            value: lv as f64,
+                        });
+                    }
+                    backward_into(&loss, &critic.vars(), &critic.modules, &mut grads)?;
+                    local[0] += lv;
+                    local[1] += out.clipfrac;
+                    local[2] += out.vpred_mean;
+                }
+                let params = &critic.params;
+                let (hw, hb) = (&critic.head_w, &critic.head_b);
+                let mut z = Zero2 {
+                    comm: &self.comm,
+                    opt: &mut critic.opt,
+                    flat: &mut critic.flat,
+                    shard: critic.shard,
+                };
+                let norm = z.step(&mut grads, c.grad_clip, step, "critic grad_norm", |f| {
+                    set_critic_flat(params, hw, hb, f)
+                })?;
+                st.grad_norm += norm as f64;
+                st.updates += 1;
+            }
+        }
+        self.comm.all_reduce_sum(&mut local)?;
+        let k = st.updates.max(1) as f64;
+        st.vf_loss = local[0] as f64 / k;
+        st.vf_clipfrac = local[1] as f64 / k;
+        st.vpred_mean = local[2] as f64 / k;
+        st.grad_norm /= k;
+        st.lr = critic.opt.current_lr();
+        Ok(st)
+    }
+}
+
+/// [`Critic::set_flat`] over borrowed parts (the optimizer holds the flat vector meanwhile).
+fn set_critic_flat(params: &ParamStore, hw: &Var, hb: &Var, flat: &[f32]) -> Result<()> {
+    let n = params.len();
+    let h = hw.elem_count();
+    params.set_flat(&flat[..n])?;
+    let dev = params.device();
+    hw.set(&Tensor::from_slice(&flat[n..n + h], (1, h), dev)?)?;
+    hb.set(&Tensor::from_slice(&flat[n + h..n + h + 1], 1, dev)?)?;
+    Ok(())
+}
+
+impl<C: Communicator> Engine<C> {
+    /// verl's data metrics of GAE over all ranks' response tokens: `critic/values/mean`,
+    /// `critic/returns/mean`, `critic/advantages/mean`.
+    pub fn gae_metrics(&self, samples: &[Sample]) -> Result<Vec<(String, f64)>> {
+        let sum = |f: fn(&Sample) -> &Vec<f32>| samples.iter().flat_map(f).sum::<f32>();
+        let mut s = [
+            sum(|s| &s.values),
+            sum(|s| &s.returns),
+            sum(|s| &s.token_adv),
+            samples.iter().map(|s| s.values.len() as f32).sum::<f32>(),
+        ];
+        self.comm.all_reduce_sum(&mut s)?;
+        let n = s[3].max(1.0) as f64;
+        Ok(vec![
+            ("critic/values/mean".into(), s[0] as f64 / n),
+            ("critic/returns/mean".into(), s[1] as f64 / n),
+            ("critic/advantages/mean".into(), s[2] as f64 / n),
+        ])
+    }
+}
