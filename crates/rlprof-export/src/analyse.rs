@@ -202,14 +202,19 @@ pub fn find_collections(path: &Path) -> Result<Vec<PathBuf>, ExportError> {
 /// its final name ([`recover::finish`]); one still being written is [`ExportError::Busy`].
 pub fn analyse_collection(dir: &Path) -> Result<Report, ExportError> {
     let unfinished = recover::is_unfinished(dir);
-    if unfinished && !dir.exists() {
-        // Finished by another process between listing and now.
-        return Ok(Report::done(dir));
-    }
+    // An unfinished collection may be renamed by another process's recovery at any moment
+    // before we hold its lock: every check that sees it vanish means "finished elsewhere".
+    let renamed_meanwhile = || unfinished && !dir.exists();
     if !dir.is_dir() {
+        if renamed_meanwhile() {
+            return Ok(Report::done(dir));
+        }
         return Err(ExportError::Missing(dir.to_path_buf()));
     }
     if raw_files(dir).is_empty() {
+        if renamed_meanwhile() {
+            return Ok(Report::done(dir));
+        }
         return Err(ExportError::NotACollection(dir.to_path_buf()));
     }
     let _lock = match lock::lock_collection(dir, !unfinished)? {
