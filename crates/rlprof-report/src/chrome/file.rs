@@ -1,0 +1,224 @@
+//! Opening a trace file: memory-mapped or gunzipped under the size limit, the UTF-8 check
+//! (in parallel pieces, lossy only when needed), sniffing whether a `.json` holds trace events,
+//! and the rank a file name carries.
+
+use super::parse::read_text;
+use super::{CHUNK_BYTES, Limits, MAP_MIN_BYTES};
+use crate::error::ReportError;
+use crate::model::{Profile, SourceFormat};
+use rayon::prelude::*;
+use std::borrow::Cow;
+use std::io::Read;
+use std::path::Path;
+
+/// Loads a PyTorch Chrome trace file (`.json` or `.json.gz`).
+pub fn load_trace(path: &Path, group: &str, limits: &Limits) -> Result<Profile, ReportError> {
+    let mut p = Profile::new(
+        path.to_path_buf(),
+        SourceFormat::TorchTrace,
+        0,
+        group.to_string(),
+    );
+    let rank = rank_from_file_name(path);
+    read_into(path, &mut p, limits)?;
+    if p.rank == 0
+        && let Some(r) = rank
+    {
+        p.rank = r;
+    }
+    Ok(p)
+}
+
+/// How much of a file [`holds_trace_events`] looks at.
+pub(super) const SNIFF_BYTES: u64 = 1 << 20;
+
+/// Whether a `.json` / `.json.gz` file holds Chrome trace events, from its first MiB
+/// (decompressed): an object with a `traceEvents` key, or an array whose first element is an
+/// object with a `ph` or `name` member.
+pub fn holds_trace_events(path: &Path) -> Result<bool, ReportError> {
+    let file = std::fs::File::open(path).map_err(crate::error::io(path))?;
+    let mut head = Vec::new();
+    let gz = path.extension().is_some_and(|e| e == "gz");
+    let read = if gz {
+        flate2::read::MultiGzDecoder::new(file)
+            .take(SNIFF_BYTES)
+            .read_to_end(&mut head)
+    } else {
+        file.take(SNIFF_BYTES).read_to_end(&mut head)
+    };
+    if let Err(e) = read
+        && head.is_empty()
+    {
+        return Err(crate::error::io(path)(e));
+    }
+    let text = String::from_utf8_lossy(&head);
+    let body = text.trim_start_matches(['\u{feff}', ' ', '\n', '\t', '\r']);
+    Ok(if body.starts_with('{') {
+        body.contains("\"traceEvents\"")
+    } else if let Some(rest) = body.strip_prefix('[') {
+        let rest = rest.trim_start();
+        rest.starts_with(']')
+            || (rest.starts_with('{') && (rest.contains("\"ph\"") || rest.contains("\"name\"")))
+    } else {
+        false
+    })
+}
+
+/// Reads the events of a Chrome-trace file into `p`.
+pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), ReportError> {
+    let file = std::fs::File::open(path).map_err(crate::error::io(path))?;
+    let len = file.metadata().map_err(crate::error::io(path))?.len();
+    let gz = path.extension().is_some_and(|e| e == "gz");
+    if !gz && len > limits.max_bytes {
+        return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
+    }
+    // SAFETY: the map is only read while this function runs. Like every reader of a mapped
+    // file, a concurrent writer truncating the file could fault the process; trace files are
+    // written once by the profiler and not modified while a report is built. (Not
+    // pre-faulted with `populate`, which maps every page on this thread: the parallel UTF-8
+    // check touches the pages first, on every thread.)
+    let map = if len >= MAP_MIN_BYTES {
+        // SAFETY: see above.
+        Some(unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(crate::error::io(path))?)
+    } else {
+        None
+    };
+    let small;
+    let bytes: &[u8] = match &map {
+        Some(m) => m,
+        None => {
+            let mut v = Vec::with_capacity(len as usize + 1);
+            read_capped(&file, path, limits.max_bytes, &mut v)?;
+            small = v;
+            &small
+        }
+    };
+    if gz {
+        // The gzip trailer holds the uncompressed size (mod 2^32): a capacity hint.
+        let hint = bytes
+            .len()
+            .checked_sub(4)
+            .map(|i| u32::from_le_bytes(bytes[i..].try_into().expect("4 bytes")) as u64)
+            .unwrap_or(0)
+            .min(limits.max_bytes) as usize;
+        let mut text = Vec::with_capacity(hint + 1);
+        read_capped(
+            flate2::bufread::MultiGzDecoder::new(bytes),
+            path,
+            limits.max_bytes,
+            &mut text,
+        )?;
+        let res = read_text(&text_of(&text), path, p, limits);
+        drop_in_background(text);
+        return res;
+    }
+    let res = read_text(&text_of(bytes), path, p, limits);
+    drop_in_background(map);
+    res
+}
+
+/// Drops `v` on the rayon pool: unmapping an 80 MB mapping or freeing the text is a few
+/// milliseconds of page-table work that need not hold up building the report (nothing
+/// borrows the text once it is parsed).
+pub(super) fn drop_in_background<T: Send + 'static>(v: T) {
+    rayon::spawn(move || drop(v));
+}
+
+/// Reads events from any reader (uncompressed JSON) into `p`.
+///
+/// The text is read into memory first (at most `limits.max_bytes`, counted as it is read) and
+/// parsed from there.
+pub fn read_stream(
+    input: impl Read,
+    path: &Path,
+    p: &mut Profile,
+    limits: &Limits,
+) -> Result<(), ReportError> {
+    let mut bytes = Vec::new();
+    read_capped(input, path, limits.max_bytes, &mut bytes)?;
+    read_text(&text_of(&bytes), path, p, limits)
+}
+
+/// Reads all of `input` into `out`, failing past `max` bytes.
+pub(super) fn read_capped(
+    input: impl Read,
+    path: &Path,
+    max: u64,
+    out: &mut Vec<u8>,
+) -> Result<(), ReportError> {
+    let mut counted = Capped {
+        inner: input,
+        left: max,
+        hit: false,
+    };
+    let read = counted.read_to_end(out);
+    if counted.hit {
+        return Err(limit(path, "uncompressed size in bytes", max));
+    }
+    read.map_err(crate::error::io(path))?;
+    Ok(())
+}
+
+/// The bytes as text, invalid UTF-8 replaced by U+FFFD (no copy when valid). Checked in
+/// parallel pieces cut before ASCII bytes (always character boundaries).
+pub(super) fn text_of(bytes: &[u8]) -> Cow<'_, str> {
+    let n = (bytes.len() / (4 * CHUNK_BYTES)).clamp(1, 64);
+    let mut cuts = vec![0];
+    for i in 1..n {
+        let mut c = (bytes.len() * i / n).max(*cuts.last().expect("non-empty"));
+        while c < bytes.len() && bytes[c] >= 0x80 {
+            c += 1;
+        }
+        cuts.push(c);
+    }
+    cuts.push(bytes.len());
+    let valid = cuts
+        .par_windows(2)
+        .all(|w| std::str::from_utf8(&bytes[w[0]..w[1]]).is_ok());
+    if valid {
+        // SAFETY: every piece is valid UTF-8 and each cut is before an ASCII byte (or at an
+        // end), so the concatenation is valid UTF-8.
+        Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        String::from_utf8_lossy(bytes)
+    }
+}
+
+pub(super) fn limit(path: &Path, what: &'static str, limit: u64) -> ReportError {
+    ReportError::Limit {
+        path: path.to_path_buf(),
+        what,
+        limit,
+    }
+}
+
+/// `..._rank3.pt.trace.json` / `rank_3` -> 3.
+pub(super) fn rank_from_file_name(path: &Path) -> Option<u32> {
+    let name = path.file_name()?.to_str()?;
+    let i = name.find("rank")? + 4;
+    let digits: String = name[i..]
+        .trim_start_matches(['_', '-'])
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.parse().ok()
+}
+
+/// A reader that fails once more than `left` bytes were read.
+pub(super) struct Capped<R> {
+    pub(super) inner: R,
+    pub(super) left: u64,
+    pub(super) hit: bool,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n as u64 > self.left {
+            self.hit = true;
+            return Err(std::io::Error::other("input size limit reached"));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}

@@ -1,0 +1,420 @@
+//! Merging the chunks in file order into one [`Profile`](crate::model::Profile) (global string
+//! and thread numbering as the sequential parse gives), then what is known only at the end:
+//! process names, host memory, and each memory event's owning op.
+
+use super::chunk::{Chunk, OpenBegin, Special, is_empty_object, par_append, push_raw, step_number};
+use super::detail::{detail_of, detail_of_text};
+use super::event::{Cache, Members};
+use super::tracks::{classify, is_whole_trace};
+use crate::model::{Event, MemEvent, NONE, Profile, RAW_DETAIL, RawDetails, RawSpan, Track};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use std::collections::HashMap;
+
+/// Merges chunks in order and applies what is known only at the end.
+#[derive(Default)]
+pub(super) struct State<'a> {
+    pub(super) events: u64,
+    pub(super) threads: HashMap<(String, String), u32>,
+    pub(super) thread_pid: Vec<String>,
+    pub(super) process_names: HashMap<String, String>,
+    pub(super) thread_names: HashMap<(String, String), String>,
+    pub(super) open: HashMap<u32, Vec<OpenBegin<'a>>>,
+    pub(super) mem_thread: Vec<u32>,
+    /// Per memory event: whether it is host (CPU) memory.
+    pub(super) mem_host: Vec<bool>,
+    pub(super) steps: Vec<u64>,
+    pub(super) base_ns: Option<u64>,
+    pub(super) dist_rank: Option<u32>,
+    /// Job metadata from the top level (world size, trace id, host).
+    pub(super) meta: crate::model::JobMeta,
+    pub(super) members: Members<'a>,
+    pub(super) cache: Cache<'a>,
+    /// The arena (in `p.raw_details`) of matched `B`/`E` events' raw details, once there is one.
+    pub(super) pair_arena: Option<u32>,
+}
+
+impl<'a> State<'a> {
+    pub(super) fn thread(&mut self, pid: &str, tid: &str) -> u32 {
+        let key = (pid.to_string(), tid.to_string());
+        if let Some(&t) = self.threads.get(&key) {
+            return t;
+        }
+        let t = self.thread_pid.len() as u32;
+        self.thread_pid.push(key.0.clone());
+        self.threads.insert(key, t);
+        t
+    }
+
+    /// Appends a chunk's events to `p` (numbering its names, threads and details globally).
+    pub(super) fn merge(&mut self, mut c: Chunk<'a>, p: &mut Profile) {
+        let tmap: Vec<u32> = c.threads.iter().map(|(a, b)| self.thread(a, b)).collect();
+        let nmap: Vec<u32> = c.names.iter().map(|n| p.intern(n)).collect();
+        let dbase = p.details.len() as u32;
+        p.details.extend(c.details);
+        let raw = &mut p.raw_details;
+        let sbase = raw.spans.len() as u32;
+        // Past what a reference can address: decoded now (not reached under the event limit).
+        let fits = (sbase as usize + c.spans.len()) < RAW_DETAIL as usize;
+        if !c.spans.is_empty() && fits {
+            let a = raw.arenas.len() as u32;
+            raw.arenas.push(std::mem::take(&mut c.arena));
+            raw.spans
+                .extend(c.spans.iter().map(|s| RawSpan { arena: a, ..*s }));
+        }
+        let detail = |d: u32, p: &mut Profile| {
+            if d == NONE {
+                NONE
+            } else if d & RAW_DETAIL == 0 {
+                d + dbase
+            } else if fits {
+                d + sbase
+            } else {
+                let s = c.spans[(d & !RAW_DETAIL) as usize];
+                let text = &c.arena[s.off as usize..(s.off + s.len) as usize];
+                p.add_detail(detail_of_text(s.track, text))
+            }
+        };
+        let remap = |e: &Event, p: &mut Profile| Event {
+            name: nmap[e.name as usize],
+            thread: tmap[e.thread as usize],
+            detail: detail(e.detail, p),
+            ..*e
+        };
+        let mut done = 0;
+        for (at, s) in c.specials {
+            for e in &c.events[done..at] {
+                let e = remap(e, p);
+                p.events.push(e);
+            }
+            done = at;
+            match s {
+                Special::Begin(t, (start, n, args, cat)) => {
+                    self.open.entry(tmap[t as usize]).or_default().push((
+                        start,
+                        nmap[n as usize],
+                        args,
+                        cat,
+                    ));
+                }
+                Special::End(t, end) => {
+                    let t = tmap[t as usize];
+                    if let Some((start, n, args, cat)) = self.open.get_mut(&t).and_then(|v| v.pop())
+                    {
+                        self.end_event(p, t, n, cat.as_deref(), start, (end - start).max(0), args);
+                    }
+                }
+                Special::ProcessName(pid, label) => {
+                    self.process_names.insert(pid.into_owned(), label);
+                }
+                Special::ThreadName(pid, tid, label) => {
+                    self.thread_names
+                        .insert((pid.into_owned(), tid.into_owned()), label);
+                }
+            }
+        }
+        for e in &c.events[done..] {
+            let e = remap(e, p);
+            p.events.push(e);
+        }
+        p.memory.extend(c.memory);
+        self.mem_thread
+            .extend(c.mem_thread.iter().map(|&t| tmap[t as usize]));
+        self.mem_host.extend(c.mem_host);
+        self.steps.extend(c.steps);
+    }
+
+    /// [`State::merge`] of all chunks at once, for chunks without `B`/`E` events and with raw
+    /// details that fit a reference: the numbering is done in order, the copying (events,
+    /// memory events, raw detail spans) in parallel into the sized vectors.
+    pub(super) fn merge_parallel(&mut self, mut chunks: Vec<Chunk<'a>>, p: &mut Profile) {
+        struct Map {
+            names: Vec<u32>,
+            threads: Vec<u32>,
+            details: u32,
+            spans: u32,
+            arena: u32,
+        }
+        let mut maps = Vec::with_capacity(chunks.len());
+        // Where each chunk's events, memory events and spans start in the new ones.
+        let (mut ev_at, mut mem_at, mut span_at) = (vec![0], vec![0], vec![0]);
+        let span_base = p.raw_details.spans.len();
+        for c in &mut chunks {
+            let threads: Vec<u32> = c.threads.iter().map(|(a, b)| self.thread(a, b)).collect();
+            let names: Vec<u32> = c.names.iter().map(|n| p.intern(n)).collect();
+            let details = p.details.len() as u32;
+            p.details.append(&mut c.details);
+            let arena = p.raw_details.arenas.len() as u32;
+            if !c.spans.is_empty() {
+                p.raw_details.arenas.push(std::mem::take(&mut c.arena));
+            }
+            for (_, s) in std::mem::take(&mut c.specials) {
+                match s {
+                    Special::ProcessName(pid, label) => {
+                        self.process_names.insert(pid.into_owned(), label);
+                    }
+                    Special::ThreadName(pid, tid, label) => {
+                        self.thread_names
+                            .insert((pid.into_owned(), tid.into_owned()), label);
+                    }
+                    Special::Begin(..) | Special::End(..) => unreachable!("merged one by one"),
+                }
+            }
+            self.steps.append(&mut c.steps);
+            maps.push(Map {
+                names,
+                threads,
+                details,
+                spans: (span_base + span_at.last().expect("non-empty")) as u32,
+                arena,
+            });
+            ev_at.push(ev_at.last().expect("non-empty") + c.events.len());
+            mem_at.push(mem_at.last().expect("non-empty") + c.memory.len());
+            span_at.push(span_at.last().expect("non-empty") + c.spans.len());
+        }
+        let chunks = &chunks;
+        let maps = &maps;
+        par_append(
+            &mut p.events,
+            (0..chunks.len())
+                .map(|k| {
+                    let m = &maps[k];
+                    chunks[k].events.iter().map(move |e| Event {
+                        name: m.names[e.name as usize],
+                        thread: m.threads[e.thread as usize],
+                        detail: if e.detail == NONE {
+                            NONE
+                        } else if e.detail & RAW_DETAIL == 0 {
+                            e.detail + m.details
+                        } else {
+                            e.detail + m.spans
+                        },
+                        ..*e
+                    })
+                })
+                .collect(),
+        );
+        par_append(
+            &mut p.raw_details.spans,
+            (0..chunks.len())
+                .map(|k| {
+                    let arena = maps[k].arena;
+                    chunks[k].spans.iter().map(move |s| RawSpan { arena, ..*s })
+                })
+                .collect(),
+        );
+        par_append(
+            &mut p.memory,
+            chunks.iter().map(|c| c.memory.iter().copied()).collect(),
+        );
+        par_append(
+            &mut self.mem_host,
+            chunks.iter().map(|c| c.mem_host.iter().copied()).collect(),
+        );
+        par_append(
+            &mut self.mem_thread,
+            (0..chunks.len())
+                .map(|k| {
+                    let m = &maps[k];
+                    chunks[k]
+                        .mem_thread
+                        .iter()
+                        .map(move |&t| m.threads[t as usize])
+                })
+                .collect(),
+        );
+    }
+
+    /// The event of a matched `B`/`E` pair.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn end_event(
+        &mut self,
+        p: &mut Profile,
+        thread: u32,
+        name: u32,
+        cat: Option<&str>,
+        start: i64,
+        dur: i64,
+        args: Option<&'a str>,
+    ) {
+        if is_whole_trace(cat) {
+            return;
+        }
+        let track = classify(cat, p.str(name));
+        if track == Track::Step {
+            self.steps.extend(step_number(p.str(name)));
+        }
+        let detail = match args {
+            Some(a) if is_empty_object(a) => NONE,
+            Some(a) => {
+                let raw = &mut p.raw_details;
+                let ix = *self.pair_arena.get_or_insert_with(|| {
+                    raw.arenas.push(String::new());
+                    (raw.arenas.len() - 1) as u32
+                });
+                let RawDetails { arenas, spans } = raw;
+                match push_raw(&mut arenas[ix as usize], spans, ix, a, track) {
+                    Some(i) => i,
+                    None => {
+                        let d = detail_of(track, a, &mut self.members, &mut self.cache);
+                        p.add_detail(d)
+                    }
+                }
+            }
+            None => NONE,
+        };
+        p.events.push(Event {
+            start,
+            dur,
+            name,
+            detail,
+            thread,
+            depth: 0,
+            track,
+        });
+    }
+
+    /// Applies what is known only at the end: process names (Ascend's device processes),
+    /// thread names, memory attribution, the rank and the time base.
+    pub(super) fn finish(self, p: &mut Profile) {
+        let State {
+            threads,
+            thread_pid,
+            process_names,
+            thread_names,
+            mem_thread,
+            mem_host,
+            steps,
+            base_ns,
+            dist_rank,
+            meta,
+            ..
+        } = self;
+        let proc_of: Vec<&str> = thread_pid
+            .iter()
+            .map(|pid| process_names.get(pid).map(String::as_str).unwrap_or(""))
+            .collect();
+        let mut tid_of = vec![""; thread_pid.len()];
+        for ((pid, tid), t) in &threads {
+            tid_of[*t as usize] = thread_names
+                .get(&(pid.clone(), tid.clone()))
+                .map(String::as_str)
+                .unwrap_or("");
+        }
+        crate::processes::apply(
+            &mut p.events,
+            &p.strings,
+            |t| proc_of.get(t as usize).copied().unwrap_or(""),
+            |t| tid_of.get(t as usize).copied().unwrap_or(""),
+        );
+        if let Some(pid) = p
+            .events
+            .iter()
+            .find(|e| matches!(e.track, Track::Op | Track::Step))
+            .and_then(|e| thread_pid.get(e.thread as usize))
+        {
+            p.meta.pid = Some(pid.clone());
+        }
+        let mut names = vec![String::new(); thread_pid.len()];
+        for ((pid, tid), t) in &threads {
+            let proc_name = process_names
+                .get(pid)
+                .cloned()
+                .unwrap_or_else(|| format!("pid {pid}"));
+            let th = thread_names
+                .get(&(pid.clone(), tid.clone()))
+                .cloned()
+                .unwrap_or_else(|| format!("tid {tid}"));
+            names[*t as usize] = format!("{proc_name} / {th}");
+        }
+        p.threads = names;
+        p.origin_ns = base_ns.unwrap_or(0);
+        if let Some(r) = dist_rank {
+            p.rank = r;
+        }
+        p.steps.extend(steps);
+        p.steps.sort_unstable();
+        p.steps.dedup();
+        attribute_memory(p, &mem_thread);
+        split_host_memory(p, &mem_host);
+        let m = &mut p.meta;
+        m.world_size = meta.world_size.or(m.world_size);
+        m.trace_id = meta.trace_id.or(m.trace_id.take());
+        m.host = meta.host.or(m.host.take());
+        p.sort();
+    }
+}
+
+/// Moves the memory events marked as host (CPU) memory into [`Profile::host_memory`].
+pub(crate) fn split_host_memory(p: &mut Profile, host: &[bool]) {
+    if !host.iter().any(|&h| h) {
+        return;
+    }
+    let all = std::mem::take(&mut p.memory);
+    for (m, &h) in all
+        .into_iter()
+        .zip(host.iter().chain(std::iter::repeat(&false)))
+    {
+        if h {
+            p.host_memory.push(m);
+        } else {
+            p.memory.push(m);
+        }
+    }
+}
+
+/// Sets each memory event's op to the innermost host op open on its thread at that time
+/// (the lookups run in parallel).
+pub(super) fn attribute_memory(p: &mut Profile, mem_thread: &[u32]) {
+    let mut ops: FxHashMap<u32, Vec<(i64, i64, u32)>> = FxHashMap::default();
+    for e in p.events.iter().filter(|e| e.track == Track::Op) {
+        ops.entry(e.thread)
+            .or_default()
+            .push((e.start, e.end(), e.name));
+    }
+    ops.par_iter_mut().for_each(|(_, v)| v.sort_unstable());
+    // In pieces: memory events come in time order, so within a piece the next event's
+    // partition point is usually a few ops past the previous one (walked to, not searched).
+    p.memory
+        .par_chunks_mut(4096)
+        .zip(mem_thread.par_chunks(4096))
+        .for_each(|(ms, ts)| {
+            let mut last: Option<(u32, i64, usize)> = None;
+            for (m, &t) in ms.iter_mut().zip(ts) {
+                let Some(v) = ops.get(&t) else { continue };
+                let i = match last {
+                    Some((lt, lm, li)) if lt == t && lm <= m.t => {
+                        // `partition_point` of everything up to `lm`, so the answer is at
+                        // or after `li`.
+                        let mut i = li;
+                        let mut steps = 0;
+                        while i < v.len() && v[i].0 <= m.t {
+                            i += 1;
+                            steps += 1;
+                            if steps == 16 {
+                                i += v[i..].partition_point(|o| o.0 <= m.t);
+                                break;
+                            }
+                        }
+                        i
+                    }
+                    _ => v.partition_point(|o| o.0 <= m.t),
+                };
+                last = Some((t, m.t, i));
+                attribute_one(m, &v[..i]);
+            }
+        });
+}
+
+/// Sets `m.op` to the innermost of `before` (ops starting at or before it, sorted) still open
+/// at its time.
+#[inline]
+pub(super) fn attribute_one(m: &mut MemEvent, before: &[(i64, i64, u32)]) {
+    m.op = before
+        .iter()
+        .rev()
+        .take(256)
+        .find(|o| o.1 >= m.t)
+        .map(|o| o.2)
+        .unwrap_or(NONE);
+}

@@ -1,0 +1,537 @@
+//! The hand-written reader against serde_json: the old serde_json loader
+//! (`chrome_reference.rs`) plus `serde_json::Value` (which bounds nesting, checks surrogates
+//! and number range everywhere) must accept exactly the documents this loader accepts, and
+//! build the same profile from them.
+use super::chunk::*;
+use super::detail::*;
+use super::event::*;
+use super::file::*;
+use super::merge::*;
+use super::parse::*;
+use super::time::*;
+use super::*;
+use crate::json_reader::{self as json};
+use crate::model::{Detail, Event, MemEvent, NONE, Profile, RAW_DETAIL, SourceFormat, Track};
+use std::borrow::Cow;
+use std::io::Read;
+use std::path::Path;
+
+type View = (
+    Vec<(Track, String, i64, i64, String, Option<Detail>)>,
+    Vec<(i64, i64, u64, String, Option<i64>)>,
+    Vec<String>,
+    Vec<u64>,
+    u64,
+    u32,
+);
+
+fn view(p: &Profile) -> View {
+    let events = p
+        .events
+        .iter()
+        .map(|e| {
+            (
+                e.track,
+                p.str(e.name).to_string(),
+                e.start,
+                e.dur,
+                p.threads[e.thread as usize].clone(),
+                p.detail(e).map(Cow::into_owned),
+            )
+        })
+        .collect();
+    let memory = p
+        .memory
+        .iter()
+        .map(|m| (m.t, m.delta, m.addr, p.str(m.op).to_string(), m.total))
+        .collect();
+    (
+        events,
+        memory,
+        p.threads.clone(),
+        p.steps.clone(),
+        p.origin_ns,
+        p.rank,
+    )
+}
+
+fn profile() -> Profile {
+    Profile::new("t.json".into(), SourceFormat::TorchTrace, 0, "g".into())
+}
+
+fn ours(doc: &str, max_events: u64) -> Result<View, String> {
+    let mut p = profile();
+    let limits = Limits {
+        max_bytes: 1 << 30,
+        max_events,
+    };
+    read_text(doc, Path::new("t.json"), &mut p, &limits)
+        .map(|()| view(&p))
+        .map_err(|e| e.to_string())
+}
+
+fn reference(doc: &str, max_events: u64) -> Result<View, String> {
+    serde_json::from_str::<serde_json::Value>(doc).map_err(|e| e.to_string())?;
+    let mut p = profile();
+    crate::chrome_reference::read_text(doc, &mut p, max_events)?;
+    Ok(view(&p))
+}
+
+/// Checks one document; returns whether it was accepted.
+fn check(doc: &str) -> bool {
+    let want = reference(doc, u64::MAX);
+    let got = ours(doc, u64::MAX);
+    match (&want, &got) {
+        (Ok(w), Ok(g)) => {
+            assert_eq!(g, w, "{doc}");
+            true
+        }
+        (Err(_), Err(_)) => false,
+        _ => panic!("{doc}\nserde_json: {want:?}\nours: {got:?}"),
+    }
+}
+
+const EV: &str = r#"{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":2,"ts":10.5,"dur":3,"args":{"Input Dims":[[4, 8], [8, 16]],"Input type":["float32","float32"],"External id":7}}"#;
+
+fn corpus() -> Vec<String> {
+    let wrap = |evs: &str| format!(r#"{{"traceEvents":[{evs}]}}"#);
+    let mut v: Vec<String> = [
+        EV,
+        r#"{"ph":"X","cat":"user_annotation","name":"ProfilerStep#3","pid":"1","tid":"2","ts":"5","dur":"100"}"#,
+        r#"{"ph":"X","cat":"kernel","name":"ncclAllReduce","pid":0,"tid":7,"ts":1,"dur":2,"args":{"In msg nelems":262144,"dtype":"Float","Process Group Name":"0","z":null,"a":[1,2.50,-0,1e3]}}"#,
+        r#"{"ph":"B","cat":"user_annotation","name":"generate_sequences","pid":1,"tid":1,"ts":0,"args":{"k":"v"}},{"ph":"E","pid":1,"tid":1,"ts":50}"#,
+        r#"{"ph":"E","pid":1,"tid":9,"ts":50}"#,
+        r#"{"ph":"i","name":"[memory]","pid":1,"tid":2,"ts":11,"args":{"Bytes":4096,"Addr":123,"Total Allocated":8192}},{"ph":"i","name":"[memory]","pid":1,"tid":2,"ts":12,"args":{"Bytes":-4096,"Addr":"123","Total Allocated":4096.7}}"#,
+        r#"{"ph":"i","name":"[memory]","pid":1,"tid":2,"ts":12}"#,
+        r#"{"ph":"I","name":"[memory]","pid":1,"tid":2,"ts":12,"args":[1]}"#,
+        r#"{"ph":"M","name":"process_name","pid":5,"args":{"name":"Ascend Hardware"}},{"ph":"X","name":"MatMul","pid":5,"tid":1,"ts":1,"dur":1},{"ph":"M","name":"thread_name","pid":5,"tid":1,"args":{"labels":"stream 1"}}"#,
+        r#"{"ph":"M","name":"process_name","pid":6,"args":{"name":"Overlap Analysis"}},{"ph":"X","name":"Computing","pid":6,"tid":1,"ts":1,"dur":1}"#,
+        r#"["X","pos_name","cpu_op",1,2,3,4,{"Call stack":"a;b"}]"#,
+        r#"["X","pos_name"]"#,
+        r#"["X","n","c",1,2,3,4,{},5]"#,
+        r#"{"p\u0068":"X","name":"esc\"aped\\ \u00e9 \ud83d\ude00 <script>","pid":1,"tid":1,"ts":1,"dur":1,"args":{"k\"ey":"v\u0041\/","Module Hierarchy":"a\nb"}}"#,
+        r#"{"ph":"X","name":"中文 é 😀","pid":1,"tid":1,"ts":1,"dur":1,"args":"just text"}"#,
+        r#"{"ph":"X","name":12,"pid":1.5,"tid":-0,"ts":1e3,"dur":-5,"args":[1,{"b":2,"a":1}]}"#,
+        r#"{"ph":"X","name":null,"cat":null,"pid":null,"ts":null,"args":null}"#,
+        r#"{"ph":"X","name":"dup","ph":"X"}"#,
+        r#"{"ph":1,"name":"bad ph"}"#,
+        r#"{"ph":"X","cat":["x"],"name":"bad cat"}"#,
+        r#"{"ph":"X","name":"x","unknown":{"deep":[1,{"x":[]}]},"args":{"dup":1,"dup":2}}"#,
+        r#"{"ph":"X","name":"x","args":{"n":1e400}}"#,
+        r#"{"ph":"X","name":"x","ignored":1e400}"#,
+        r#"{"ph":"X","name":"\ud800"}"#,
+        r#"{"ph":"X","name":"x","ignored":"\ud800"}"#,
+        r#"{"ph":"X","name":"ctl	tab"}"#,
+        r#"1"#,
+        r#"null"#,
+        r#"{"ph":"X","name":"a"},"#,
+        r#"{"ph":"X","name":"a"} {"ph":"X","name":"b"}"#,
+        r#"{"ph":"X","name":"a",}"#,
+        r#"{"ph":"X","name":"long","args":{"Call stack":"LONG"}}"#,
+        // Raw details: too long to keep as text (decoded while loading), empty objects
+        // with whitespace, `ph` after `args`, a `B`/`E` pair's, and a track re-assigned
+        // after reading (the detail is what the track read gave).
+        r#"{"ph":"X","name":"huge","args":{"Call stack":"HUGE","k":[1, 2]}}"#,
+        r#"{"ph":"X","name":"huge text","args":"HUGE"}"#,
+        r#"{"ph":"B","name":"huge pair","pid":1,"tid":1,"ts":0,"args":{"Input Dims":"HUGE","z":1}},{"ph":"E","pid":1,"tid":1,"ts":5}"#,
+        r#"{"ph":"X","name":"empty","args":{ 	 }},{"ph":"B","name":"empty pair","pid":1,"tid":1,"ts":0,"args":{ }},{"ph":"E","pid":1,"tid":1,"ts":5}"#,
+        r#"{"name":"late ph","args":{"Module Hierarchy":"m","x":[ 1 ]},"ph":"X"},{"name":"[memory]","args":{"Bytes":4,"Addr":9},"ph":"i","pid":1,"tid":2,"ts":1}"#,
+        r#"{"ph":"B","name":"p1","pid":1,"tid":1,"ts":0,"args":{"a":1}},{"ph":"B","name":"p2","pid":1,"tid":1,"ts":1,"args":[2]},{"ph":"E","pid":1,"tid":1,"ts":2},{"ph":"X","name":"between","args":{"b":2}},{"ph":"E","pid":1,"tid":1,"ts":3}"#,
+        r#"{"ph":"M","name":"process_name","pid":5,"args":{"name":"Communication"}},{"ph":"X","name":"hcom_allReduce_","pid":5,"tid":1,"ts":1,"dur":1,"args":{"In msg nelems":4,"dtype":"Float","Process Group Name":"g"}}"#,
+        "",
+    ]
+    .iter()
+    .map(|e| {
+        wrap(
+            &e.replace("LONG", &"x".repeat(5000))
+                .replace("HUGE", &"y".repeat(MAX_RAW_ARGS)),
+        )
+    })
+    .collect();
+    v.extend(
+        [
+            r#"[]"#,
+            r#"{}"#,
+            r#"{"traceEvents":[]}"#,
+            r#"{"traceEvents":{}}"#,
+            r#"{"traceEvents":null}"#,
+            r#"{"other":1}"#,
+            r#"{"traceEvents":[EV],"traceEvents":[EV]}"#,
+            r#"{"distributedInfo":{"rank":3,"x":[1]},"traceEvents":[EV],"baseTimeNanoseconds":1700000000000000000}"#,
+            r#"{"traceEvents":[EV],"baseTimeNanoseconds":null}"#,
+            r#"{"traceEvents":[EV],"baseTimeNanoseconds":-1}"#,
+            r#"{"traceEvents":[EV],"baseTimeNanoseconds":1.5}"#,
+            r#"{"traceEvents":[EV],"baseTimeNanoseconds":"1"}"#,
+            r#"{"traceEvents":[EV],"baseTimeNanoseconds":18446744073709551616}"#,
+            r#"{"traceEvents":[EV]} x"#,
+            r#"{"traceEvents":[EV]}  "#,
+            r#"{"traceEvents":[EV],}"#,
+            r#"{"traceEvents":[EV]"#,
+            r#"{"traceEvents":[EV"#,
+            r#"[EV,EV]"#,
+            " \n[ EV ,\n EV ] \n",
+            r#"{"traceEvents":[EV],"deviceProperties":[{"a":1},{"b":2}]}"#,
+            r#"{"traceEvents":[EV],"ignored":"\ud800"}"#,
+            r#"{"traceEvents":[EV],"ignored":1e999}"#,
+        ]
+        .iter()
+        .map(|d| d.replace("EV", EV)),
+    );
+    for depth in [120, 124, 125, 126, 127, 200] {
+        let nest = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        v.push(format!(
+            r#"{{"traceEvents":[{{"ph":"X","name":"a","args":{nest}}}]}}"#
+        ));
+        v.push(format!(
+            r#"{{"traceEvents":[{{"ph":"X","name":"a","ignored":{nest}}}]}}"#
+        ));
+        v.push(format!(r#"{{"traceEvents":[EV],"x":{nest}}}"#).replace("EV", EV));
+    }
+    let whole = wrap(&[EV; 3].join(","));
+    for cut in (0..whole.len()).step_by(7) {
+        v.push(whole[..cut].to_string());
+    }
+    v
+}
+
+#[test]
+fn accepts_rejects_and_loads_like_the_serde_json_loader() {
+    let docs = corpus();
+    let accepted = docs.iter().filter(|d| check(d)).count();
+    // Both kinds are well represented.
+    assert!(
+        accepted >= 30 && docs.len() - accepted >= 60,
+        "{accepted} of {}",
+        docs.len()
+    );
+}
+
+/// The checked-in PyTorch traces (hand-written and real, plain and gzipped).
+#[test]
+fn the_test_traces_load_like_the_serde_json_loader() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut n = 0;
+    for sub in ["torch", "torch_real"] {
+        for f in std::fs::read_dir(dir.join(sub)).unwrap() {
+            let f = f.unwrap().path();
+            let mut text = String::new();
+            let file = std::fs::File::open(&f).unwrap();
+            if f.extension().is_some_and(|e| e == "gz") {
+                flate2::read::MultiGzDecoder::new(file).read_to_string(&mut text)
+            } else {
+                std::io::BufReader::new(file).read_to_string(&mut text)
+            }
+            .unwrap();
+            let want = reference(&text, u64::MAX).unwrap();
+            assert!(!want.0.is_empty());
+            assert_eq!(ours(&text, u64::MAX).unwrap(), want, "{}", f.display());
+            n += 1;
+        }
+    }
+    assert!(n >= 4);
+}
+
+#[test]
+fn the_event_limit_counts_like_the_serde_json_loader() {
+    let doc = format!(r#"{{"traceEvents":[{}]}}"#, [EV; 10].join(","));
+    for max in [0, 5, 9, 10, 11] {
+        let want = reference(&doc, max).is_ok();
+        let got = ours(&doc, max);
+        assert_eq!(got.is_ok(), want, "{max}: {got:?}");
+        if let Err(e) = got {
+            assert!(
+                e.contains(&format!("events exceeds the limit of {max}")),
+                "{e}"
+            );
+        }
+    }
+}
+
+/// A trace of several MB whose strings are full of `,{"` (false event boundaries), parsed
+/// in chunks on 4 threads: the same profile as the sequential serde_json loader.
+#[test]
+fn chunked_parallel_parse_equals_the_sequential_one() {
+    let fake = r#",{\"ph\":\"X\",\"name\":\"fake\"},{\"x\":1}"#.repeat(2000);
+    let mut evs = Vec::new();
+    for i in 0..30_000u32 {
+        let name = if i % 997 == 0 {
+            format!("trap{fake}")
+        } else {
+            format!("op{}", i % 13)
+        };
+        evs.push(format!(
+            r#"{{"ph":"X","cat":"{}","name":"{name}","pid":1,"tid":{},"ts":{}.{:03},"dur":{},"args":{{"Input Dims":[[{i}]],"n":{{"x":[{{"y":1}},{{"z":2}}]}}}}}}"#,
+            if i % 3 == 0 { "cpu_op" } else { "kernel" },
+            i % 4,
+            i * 10,
+            i % 1000,
+            i % 50
+        ));
+        if i % 100 == 0 {
+            evs.push(format!(
+                r#"{{"ph":"i","name":"[memory]","pid":1,"tid":0,"ts":{},"args":{{"Bytes":{},"Addr":{}}}}}"#,
+                i * 10 + 1,
+                if i % 200 == 0 { 64 } else { -64 },
+                i % 7
+            ));
+        }
+    }
+    let doc = format!(
+        "{{\"traceEvents\":[\n  {}\n],\"deviceProperties\":[{{\"a\":1}},{{\"b\":2}}]}}",
+        evs.join(",\n  ")
+    );
+    assert!(doc.len() > 4 * CHUNK_BYTES, "{}", doc.len());
+    let want = reference(&doc, u64::MAX).unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap();
+    let got = pool.install(|| ours(&doc, u64::MAX)).unwrap();
+    assert_eq!(got, want);
+    // With a `B`/`E` pair (matched across chunks) the chunks are merged one by one.
+    let paired = doc
+        .replacen(
+            "[\n  ",
+            "[\n  {\"ph\":\"B\",\"name\":\"pair\",\"pid\":1,\"tid\":1,\"ts\":0,\"args\":{\"a\":1}},",
+            1,
+        )
+        .replacen(
+            "\n]",
+            ",{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":9}\n]",
+            1,
+        );
+    assert_ne!(paired, doc);
+    let want_paired = reference(&paired, u64::MAX).unwrap();
+    assert_eq!(
+        pool.install(|| ours(&paired, u64::MAX)).unwrap(),
+        want_paired
+    );
+    assert_eq!(want_paired.0.len(), want.0.len() + 1);
+    // The cut guesses did land inside strings (so the re-parse path ran).
+    let first = doc.find('[').unwrap() + 4;
+    let n = (doc.len() - first) / CHUNK_BYTES;
+    let wrong = (1..n)
+        .filter_map(|i| next_boundary(doc.as_bytes(), first + (doc.len() - first) / n * i))
+        .filter(|&s| !doc[..s].ends_with(",\n  "))
+        .count();
+    assert!(wrong > 0);
+    // An error far into the array is found, with its line.
+    let bad = doc.replacen("\"op5\"", "\"op5\" x", 1);
+    let err = pool.install(|| ours(&bad, u64::MAX)).unwrap_err();
+    assert!(
+        err.contains("not a Chrome trace: expected `,` or `}` at line"),
+        "{err}"
+    );
+}
+
+#[test]
+fn details_are_kept_as_text_unless_too_long_and_decode_like_serde_json() {
+    let huge = "y".repeat(MAX_RAW_ARGS);
+    let doc = format!(
+        r#"{{"traceEvents":[{EV},{{"ph":"X","name":"huge","args":{{"Call stack":"{huge}"}}}},{{"ph":"B","name":"pair","pid":1,"tid":1,"ts":0,"args":{{"k":[1, 2]}}}},{{"ph":"E","pid":1,"tid":1,"ts":5}},{{"ph":"X","name":"none","args":{{}}}}]}}"#
+    );
+    let mut p = profile();
+    read_text(&doc, Path::new("t.json"), &mut p, &Limits::default()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    let args = |name: &str| {
+        let ev = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap();
+        ev["args"].clone()
+    };
+    let by_name = |name: &str| *p.events.iter().find(|e| p.str(e.name) == name).unwrap();
+    for (name, raw) in [("aten::mm", true), ("pair", true), ("huge", false)] {
+        let e = by_name(name);
+        assert_eq!(e.detail & RAW_DETAIL != 0, raw, "{name}");
+        let want = detail_of_value(e.track, args(name));
+        assert_eq!(p.detail(&e).unwrap().into_owned(), want, "{name}");
+    }
+    assert_eq!(by_name("none").detail, NONE);
+    assert!(p.detail(&by_name("none")).is_none());
+    // The one too long to keep is clipped, as every shown field is.
+    let huge = p.detail(&by_name("huge")).unwrap();
+    assert!(huge.stack.as_ref().unwrap().ends_with("… (truncated)"));
+    // Kept text: the two short ones, in two arenas (the chunk's and the pairs').
+    assert_eq!(p.raw_details.spans.len(), 2);
+    assert_eq!(p.raw_details.arenas.len(), 2);
+}
+
+#[test]
+fn times_convert_to_ns_like_the_float_path() {
+    let float = |tok: &str| (json::number_f64(tok).unwrap() * 1000.0).round() as i64;
+    let mut toks: Vec<String> = [
+        "0",
+        "-0",
+        "-0.0",
+        "1",
+        "1.002",
+        "1.07",
+        "0.5",
+        "0.0005",
+        "2.5e3",
+        "1E2",
+        "-17.125",
+        "1125899906842.623",
+        "1125899906842.624",
+        "1125899906842.625",
+        "9007199254740.993",
+        "1700000000000000.123",
+        "123456789.999",
+        "80.125",
+        "0.001",
+        "10.100",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut seed = 11u64;
+    for _ in 0..20_000 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let int = (seed >> 20) % [10, 100_000, 1 << 40, 1 << 51][(seed % 4) as usize];
+        let decimals = (seed >> 8) % 5;
+        let frac = (seed >> 12) % 10u64.pow(decimals as u32);
+        let sign = if seed >> 63 == 1 { "-" } else { "" };
+        toks.push(match decimals {
+            0 => format!("{sign}{int}"),
+            d => format!("{sign}{int}.{frac:0w$}", w = d as usize),
+        });
+    }
+    let mut fast = 0;
+    for tok in &toks {
+        let v = Some(tok.as_str());
+        assert_eq!(us_to_ns(v), float(tok), "{tok}");
+        fast += decimal_us_to_ns(tok).is_some() as usize;
+    }
+    assert!(fast > toks.len() / 2, "{fast}");
+    assert_eq!(decimal_us_to_ns("1.0005"), None);
+    assert_eq!(decimal_us_to_ns("1e3"), None);
+    assert_eq!(decimal_us_to_ns("1125899906842.624"), None);
+    assert_eq!(
+        decimal_us_to_ns("1125899906841.999"),
+        Some(1125899906841999)
+    );
+}
+
+#[test]
+fn memory_is_attributed_like_a_search_per_event() {
+    let mut seed = 3u64;
+    let mut rand = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut p = profile();
+    for i in 0..3000 {
+        p.events.push(Event {
+            start: rand(100_000) as i64,
+            dur: rand(if i % 10 == 0 { 5000 } else { 40 }) as i64,
+            name: i,
+            detail: NONE,
+            thread: rand(3) as u32,
+            depth: 0,
+            track: if i % 7 == 0 { Track::Kernel } else { Track::Op },
+        });
+    }
+    // Mostly in time order (long stretches, gaps of many ops), some out of order, some on
+    // a thread without ops.
+    let mut t = 0i64;
+    let mut threads = Vec::new();
+    for i in 0..20_000 {
+        t += rand(if i % 500 == 0 { 20_000 } else { 30 }) as i64;
+        let at = if i % 97 == 0 {
+            rand(100_000) as i64
+        } else {
+            t % 100_000
+        };
+        p.memory.push(MemEvent {
+            t: at,
+            delta: 1,
+            addr: 0,
+            op: NONE,
+            total: None,
+        });
+        threads.push(if i % 1000 < 900 { 1 } else { rand(4) as u32 });
+    }
+    let want: Vec<u32> = p
+        .memory
+        .iter()
+        .zip(&threads)
+        .map(|(m, &th)| {
+            let mut ops: Vec<(i64, i64, u32)> = p
+                .events
+                .iter()
+                .filter(|e| e.track == Track::Op && e.thread == th)
+                .map(|e| (e.start, e.end(), e.name))
+                .collect();
+            ops.sort_unstable();
+            let i = ops.partition_point(|o| o.0 <= m.t);
+            let mut m = *m;
+            attribute_one(&mut m, &ops[..i]);
+            m.op
+        })
+        .collect();
+    attribute_memory(&mut p, &threads);
+    let got: Vec<u32> = p.memory.iter().map(|m| m.op).collect();
+    assert_eq!(got, want);
+    assert!(got.iter().filter(|&&o| o != NONE).count() > 1000);
+}
+
+#[test]
+fn par_append_concatenates_in_order() {
+    let mut out = vec![1, 2];
+    let parts: Vec<Vec<u64>> = vec![vec![], (3..1000).collect(), vec![], vec![1000], vec![]];
+    par_append(&mut out, parts.iter().map(|p| p.iter().copied()).collect());
+    assert_eq!(out, (1..=1000).collect::<Vec<u64>>());
+    par_append(&mut out, Vec::<std::vec::IntoIter<u64>>::new());
+    assert_eq!(out.len(), 1000);
+}
+
+#[test]
+fn field_names_are_found_exactly() {
+    for (i, f) in FIELDS.iter().enumerate() {
+        assert_eq!(field_index(f), Some(i));
+    }
+    for k in [
+        "", "p", "ph\0", "ph\0\0", "phx", "nam", "names", "Ph", "arg", "argss", "s", "id", "bp",
+    ] {
+        assert_eq!(field_index(k), None, "{k:?}");
+    }
+}
+
+#[test]
+fn comm_names_are_matched_ignoring_case_like_a_lower_cased_copy() {
+    for n in [
+        "ncclAllReduce",
+        "NCCL_x",
+        "hcom_allReduce__1",
+        "HCOMbroadcast",
+        "my_AllReduce_k",
+        "allreduc",
+        "gemm",
+        "",
+        "é_allreduce",
+        "xnccl",
+    ] {
+        let l = n.to_lowercase();
+        let want = l.starts_with("nccl") || l.starts_with("hcom") || l.contains("allreduce");
+        assert_eq!(is_comm_name(n), want, "{n}");
+    }
+}
+
+#[test]
+fn utf8_is_checked_in_pieces_and_replaced_when_invalid() {
+    let mut bytes = "é".repeat(3 * CHUNK_BYTES).into_bytes();
+    assert!(matches!(text_of(&bytes), Cow::Borrowed(_)));
+    let at = bytes.len() / 2 + 1;
+    bytes[at] = 0xff;
+    let t = text_of(&bytes);
+    assert!(matches!(t, Cow::Owned(_)));
+    assert!(t.contains('\u{FFFD}'));
+    assert_eq!(t, String::from_utf8_lossy(&bytes));
+}

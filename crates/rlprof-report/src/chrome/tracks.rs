@@ -1,0 +1,101 @@
+//! Which track an event belongs to (kernel, op, communication, role call, phase, user) from
+//! its category and name, and the few name rules the Ascend reader shares.
+
+use super::{PHASES, ROLE_CALLS};
+use crate::model::Track;
+
+/// c10's `DeviceType` of the CPU, as written in `[memory]` events' `Device Type`.
+pub(super) const HOST_DEVICE_TYPE: i64 = 0;
+
+/// Whether an event is the profiler's own whole-trace span (category `Trace`, e.g.
+/// `PyTorch Profiler (0)`): not an op, and dropped so it does not squeeze the timeline.
+pub(crate) fn is_whole_trace(cat: Option<&str>) -> bool {
+    cat.is_some_and(|c| c.eq_ignore_ascii_case("trace"))
+}
+
+/// Track of an event from its category and name. Categories are matched case-insensitively,
+/// with every kineto schema's names: current (`cpu_op`, `kernel`, `gpu_memcpy`, `cuda_runtime`,
+/// ...) and 2021's (`Operator`, `Kernel`, `Memcpy`, `Memset`, `Runtime`). `ProfilerStep#N`
+/// is a step whatever its category (torch_npu writes it as a `cpu_op`).
+pub fn classify(cat: Option<&str>, name: &str) -> Track {
+    let cat = cat.unwrap_or("");
+    // Today's names first, as written (the common case: no case folding).
+    match cat {
+        "kernel" => return kernel_track(name),
+        "cpu_op" => return op_track(name),
+        "cuda_runtime" | "cuda_driver" => return Track::Api,
+        "gpu_memcpy" | "gpu_memset" => return Track::Memcpy,
+        _ => {}
+    }
+    let is = |c: &str| cat.eq_ignore_ascii_case(c);
+    if name.starts_with("ProfilerStep#") && !is_device_category(cat) {
+        Track::Step
+    } else if is("cpu_op") || is("operator") {
+        Track::Op
+    } else if is("user_annotation") {
+        if ROLE_CALLS.contains(&name) {
+            Track::RoleCall
+        } else if PHASES.contains(&name) {
+            Track::Phase
+        } else {
+            Track::User
+        }
+    } else if is("cuda_runtime") || is("cuda_driver") || is("runtime") || is("driver") {
+        Track::Api
+    } else if is("kernel") {
+        kernel_track(name)
+    } else if is("gpu_memcpy") || is("gpu_memset") || is("memcpy") || is("memset") {
+        Track::Memcpy
+    } else if is("python_function") || is("python") {
+        Track::Span
+    } else {
+        Track::User
+    }
+}
+
+/// A kernel: a collective by name, else a compute kernel.
+pub(super) fn kernel_track(name: &str) -> Track {
+    if is_comm_name(name) {
+        Track::Comm
+    } else {
+        Track::Kernel
+    }
+}
+
+/// A host op, or the step when it is `ProfilerStep#N` (torch_npu writes steps as `cpu_op`).
+pub(super) fn op_track(name: &str) -> Track {
+    if name.starts_with("ProfilerStep#") {
+        Track::Step
+    } else {
+        Track::Op
+    }
+}
+
+/// Categories of device activity (a `ProfilerStep#N` there is the step's GPU-side mirror,
+/// `gpu_user_annotation`, not the step).
+pub(super) fn is_device_category(cat: &str) -> bool {
+    [
+        "kernel",
+        "gpu_memcpy",
+        "gpu_memset",
+        "memcpy",
+        "memset",
+        "gpu_user_annotation",
+    ]
+    .iter()
+    .any(|c| cat.eq_ignore_ascii_case(c))
+}
+
+/// NCCL/HCCL collectives by name (`nccl*`, `hcom*`, `hccl*`, `lccl*`, `lcoc*`, or `allreduce`
+/// anywhere, case-insensitive).
+pub(crate) fn is_comm_name(name: &str) -> bool {
+    // Case-insensitive without lower-casing a copy (this runs for every kernel).
+    let b = name.as_bytes();
+    let starts = |p: &[u8]| b.len() >= p.len() && b[..p.len()].eq_ignore_ascii_case(p);
+    starts(b"nccl")
+        || starts(b"hcom")
+        || starts(b"hccl")
+        || starts(b"lccl")
+        || starts(b"lcoc")
+        || b.windows(9).any(|w| w.eq_ignore_ascii_case(b"allreduce"))
+}
