@@ -2,7 +2,8 @@
 //! thread so that training waits only for the raw flush, never for parsing.
 
 use rlprof_profiler::{CompletedCollection, Profiler};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 /// Parses completed collections off the training threads.
@@ -25,7 +26,7 @@ impl AutoAnalysis {
                 .name("rlprof-analysis".into())
                 .spawn(move || parse(&dir));
             match spawned {
-                Ok(j) => h.lock().expect("handles").push(j),
+                Ok(j) => h.lock().unwrap_or_else(PoisonError::into_inner).push(j),
                 Err(e) => tracing::warn!(
                     "cannot start automatic analysis ({e}); run `rlprof analyse` later"
                 ),
@@ -36,13 +37,31 @@ impl AutoAnalysis {
 
     /// Waits for every started analysis.
     pub(crate) fn wait(&self) {
-        let hs: Vec<_> = self.handles.lock().expect("handles").drain(..).collect();
+        let hs: Vec<_> = self
+            .handles
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+            .collect();
         for h in hs {
             let _ = h.join();
         }
     }
 }
 
-fn parse(dir: &std::path::Path) {
-    crate::commands::analyse_one(dir);
+/// Parses one collection (automatic analysis, on a background thread). Failures are logged:
+/// the raw data stays and `rlprof analyse` can parse it later.
+fn parse(dir: &Path) {
+    match rlprof_export::analyse_collection(dir) {
+        Ok(r) => {
+            for w in &r.warnings {
+                tracing::warn!("{w}");
+            }
+            tracing::info!("parsed {}", dir.display());
+        }
+        Err(e) => tracing::warn!(
+            "automatic analysis of {} failed ({e}); raw data kept, run `rlprof analyse` later",
+            dir.display()
+        ),
+    }
 }

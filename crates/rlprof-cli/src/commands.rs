@@ -538,20 +538,3 @@ pub(crate) fn report(
     }
     Ok(ExitCode::SUCCESS)
 }
-
-/// Parses one collection (automatic analysis, on a background thread). Failures are logged:
-/// the raw data stays and `rlprof analyse` can parse it later.
-pub(crate) fn analyse_one(dir: &Path) {
-    match rlprof_export::analyse_collection(dir) {
-        Ok(r) => {
-            for w in &r.warnings {
-                tracing::warn!("{w}");
-            }
-            tracing::info!("parsed {}", dir.display());
-        }
-        Err(e) => tracing::warn!(
-            "automatic analysis of {} failed ({e}); raw data kept, run `rlprof analyse` later",
-            dir.display()
-        ),
-    }
-}

@@ -17,16 +17,13 @@
 //! tool's metadata) with a note in [`WARNINGS`]. Only when no raw file of the collection has
 //! anything recoverable is it an error.
 
-use crate::decode::{Counts, Index};
+use crate::decode::{Counts, Index, incomplete};
 use crate::{ExportError, lock, marker, recover, staging};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// Marker written into a collection directory once it is parsed.
-pub const MARKER: &str = "rlprof_analysis.json";
-/// Warnings about damaged or truncated raw data.
-pub const WARNINGS: &str = "rlprof_warnings.txt";
+pub use crate::marker::{MARKER, WARNINGS};
 
 /// What parsing one raw file produced.
 #[derive(Debug, Clone, Serialize)]
@@ -287,38 +284,13 @@ fn parse_locked(dir: &Path) -> Result<Report, ExportError> {
         marker::mark_metadata_partial(dir, &partial)?;
     }
     write_warnings(dir, &report.warnings)?;
-    marker::write(dir, &report)?;
-    Ok(report)
-}
-
-/// Why a raw file's data is incomplete (`None`: it holds the whole collection): damaged or
-/// cut off, no end marker (the process stopped while collecting), or, end-to-end, a planned
-/// step that never finished (the run was stopped and its collections closed early).
-pub fn incomplete(idx: &Index) -> Option<String> {
-    if let Some(c) = &idx.corruption {
-        return Some(format!(
-            "data stops at byte offset {} ({})",
-            c.offset, c.reason
-        ));
-    }
-    if idx.end.is_none() {
-        return Some(format!(
-            "no end marker: data stops at byte offset {} (the process stopped while collecting)",
-            idx.valid_bytes
-        ));
-    }
-    if idx.meta.discrete || idx.truncated.is_some() {
-        return None;
-    }
-    let missing: Vec<u64> = idx
-        .meta
-        .steps
+    let outputs: Vec<&Path> = report
+        .ranks
         .iter()
-        .copied()
-        .filter(|s| !idx.steps.iter().any(|sp| sp.step == *s))
+        .flat_map(|r| r.outputs.iter().map(PathBuf::as_path))
         .collect();
-    (!missing.is_empty())
-        .then(|| format!("planned step(s) {missing:?} never finished (the run was stopped early)"))
+    marker::write(dir, &report, &outputs, !report.warnings.is_empty())?;
+    Ok(report)
 }
 
 /// The first line of the warnings of a partial or recovered collection.
@@ -375,7 +347,7 @@ fn export(
     warnings: &mut Vec<String>,
 ) -> Result<Vec<PathBuf>, ExportError> {
     match idx.meta.tool.as_str() {
-        "npu" => crate::npu::export(dir, idx),
+        "npu" => crate::ascend::export(dir, idx),
         "torch" => crate::torch::export(dir, idx),
         "torch_memory" => crate::torch::export_memory(dir, idx),
         other => {
@@ -395,17 +367,7 @@ fn write_warnings(dir: &Path, warnings: &[String]) -> Result<(), ExportError> {
     let path = dir.join(WARNINGS);
     let mut text = warnings.join("\n");
     text.push('\n');
-    write_atomic(&path, text.as_bytes())
-}
-
-/// Writes `bytes` to `path` through a staging file unique to this call and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
-    staging::write_atomic(path, bytes)
-}
-
-/// `x/name` -> a staging name beside it, unique to this process and call.
-pub fn tmp_name(path: &Path) -> PathBuf {
-    staging::staging_name(path)
+    staging::write_atomic(&path, text.as_bytes())
 }
 
 /// Parses every unparsed collection at or below `path` with `jobs` parallel workers

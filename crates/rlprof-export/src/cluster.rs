@@ -21,9 +21,10 @@
 //! `cluster_bandwidth.csv`, `cluster_pairs.csv` and `cluster_analysis.json` (everything, with
 //! the slowest rank); [`render_table`] prints the summary.
 
-use crate::analyse::{find_collections, raw_files, write_atomic};
+use crate::analyse::{find_collections, raw_files};
 use crate::decode::{Event, Index};
 use crate::error::ExportError;
+use crate::staging::write_atomic;
 use rlprof_profiler::record::RangeCat;
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -209,6 +209,36 @@ pub fn step_number(name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Why a raw file's data is incomplete (`None`: it holds the whole collection): damaged or
+/// cut off, no end marker (the process stopped while collecting), or, end-to-end, a planned
+/// step that never finished (the run was stopped and its collections closed early).
+pub fn incomplete(idx: &Index) -> Option<String> {
+    if let Some(c) = &idx.corruption {
+        return Some(format!(
+            "data stops at byte offset {} ({})",
+            c.offset, c.reason
+        ));
+    }
+    if idx.end.is_none() {
+        return Some(format!(
+            "no end marker: data stops at byte offset {} (the process stopped while collecting)",
+            idx.valid_bytes
+        ));
+    }
+    if idx.meta.discrete || idx.truncated.is_some() {
+        return None;
+    }
+    let missing: Vec<u64> = idx
+        .meta
+        .steps
+        .iter()
+        .copied()
+        .filter(|s| !idx.steps.iter().any(|sp| sp.step == *s))
+        .collect();
+    (!missing.is_empty())
+        .then(|| format!("planned step(s) {missing:?} never finished (the run was stopped early)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

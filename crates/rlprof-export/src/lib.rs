@@ -6,7 +6,8 @@
 //! the exporters write their outputs incrementally:
 //! - [`npu`]: the Ascend profiler directory (`profiler_info_{rank}.json`,
 //!   `profiler_metadata.json`, `ASCEND_PROFILER_OUTPUT/*`) that msprof-analyze and MindStudio
-//!   Insight read, in the text layout or the DB layout ([`ascend_db`], the default);
+//!   Insight read, in the text layout or the DB layout ([`ascend_db`], the default), the
+//!   layout picked by [`ascend`];
 //! - [`torch`]: a PyTorch-profiler Chrome trace (`*.pt.trace.json.gz`) for Perfetto,
 //!   chrome://tracing and HolisticTraceAnalysis;
 //! - [`memory`]: PyTorch memory snapshot pickles for `torch.cuda._memory_viz`.
@@ -19,6 +20,7 @@
 //! intervals, per-name aggregates and live allocations are held.
 
 pub mod analyse;
+pub mod ascend;
 pub mod ascend_db;
 pub mod attrib;
 mod chrome;

@@ -8,8 +8,13 @@
 //! again.
 
 use crate::ExportError;
-use crate::analyse::{MARKER, Report, WARNINGS};
 use crate::staging::write_atomic;
+
+/// Marker written into a collection directory once it is parsed.
+pub const MARKER: &str = "rlprof_analysis.json";
+/// Warnings about damaged or truncated raw data.
+pub const WARNINGS: &str = "rlprof_warnings.txt";
+use serde::Serialize;
 use serde_json::Value;
 use std::path::{Component, Path, PathBuf};
 
@@ -54,20 +59,22 @@ fn relative(dir: &Path, path: &Path) -> String {
     }
 }
 
-/// Writes the marker of a parsed collection (call after every output is in place).
-pub fn write(dir: &Path, report: &Report) -> Result<(), ExportError> {
+/// Writes the marker of a parsed collection (call after every output is in place): `report`
+/// as JSON plus `files`, every output (relative to `dir`) and the warnings file when there is one.
+pub fn write(
+    dir: &Path,
+    report: &impl Serialize,
+    outputs: &[&Path],
+    warnings: bool,
+) -> Result<(), ExportError> {
     let path = dir.join(MARKER);
     let json_err = |source| ExportError::Json {
         path: path.clone(),
         source,
     };
     let mut v = serde_json::to_value(report).map_err(json_err)?;
-    let mut files: Vec<String> = report
-        .ranks
-        .iter()
-        .flat_map(|r| r.outputs.iter().map(|p| relative(dir, p)))
-        .collect();
-    if !report.warnings.is_empty() {
+    let mut files: Vec<String> = outputs.iter().map(|p| relative(dir, p)).collect();
+    if warnings {
         files.push(WARNINGS.to_string());
     }
     files.sort();

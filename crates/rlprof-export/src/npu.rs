@@ -11,13 +11,13 @@
 //! attributes and writes the CSV files; the two outputs depend on nothing of each other.
 
 use crate::ExportError;
-use crate::analyse::{tmp_name, write_atomic};
 use crate::attrib::{Attributor, Out, RangeInfo};
 use crate::chrome::{ChromeWriter, Flavor, Tracks};
 use crate::decode::{CommEv, Event, Index, KernelEv, MemEv};
 use crate::dense::{DenseMap, FastMap};
 use crate::memory::MemTracker;
 use crate::rows::CsvOut;
+use crate::staging::{staging_name, write_atomic};
 use rlprof_profiler::plan::{Content, Level};
 use rlprof_profiler::raw::CollectionMeta;
 use rlprof_profiler::record::RangeCat;
@@ -428,30 +428,42 @@ fn csv_writer(path: &Path, header: &[&str]) -> Result<csv::Writer<BufWriter<File
     Ok(w)
 }
 
-/// Writes the Ascend outputs of one rank into the collection directory `dir`, in the layout
-/// the collection asked for (`tool_config.npu.export_type`, see [`crate::ascend_db::Layout`]).
-pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
-    export_as(dir, idx, crate::ascend_db::Layout::of(&idx.meta))
+/// Which layout the `npu` tool's output takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `ascend_pytorch_profiler_{rank}.db` + `analysis.db`.
+    Db,
+    /// `trace_view.json`, CSVs and JSON files.
+    Text,
 }
 
-/// Writes the Ascend outputs of one rank in `layout`.
-pub fn export_as(
-    dir: &Path,
-    idx: &Index,
-    layout: crate::ascend_db::Layout,
-) -> Result<Vec<PathBuf>, ExportError> {
-    match layout {
-        crate::ascend_db::Layout::Db => crate::ascend_db::export(dir, idx),
-        crate::ascend_db::Layout::Text => export_text(dir, idx),
+impl Layout {
+    /// `db` or `text` (the `export_type` value).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::Db => "db",
+            Layout::Text => "text",
+        }
+    }
+
+    /// The layout a collection recorded in its metadata (`export_type`). A collection made
+    /// before the key existed only knew the text layout, so it keeps it: an existing
+    /// collection is never re-exported into the other layout unless asked
+    /// ([`crate::ascend::export_as`]).
+    pub fn of(meta: &CollectionMeta) -> Layout {
+        match meta.export_type {
+            Some(rlprof_profiler::plan::ExportType::Db) => Layout::Db,
+            _ => Layout::Text,
+        }
     }
 }
 
 /// Writes the text layout (`trace_view.json`, CSVs, JSON) of one rank.
 pub fn export_text(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
-    let mut outputs = write_info_files(dir, idx, crate::ascend_db::Layout::Text)?;
+    let mut outputs = write_info_files(dir, idx, Layout::Text)?;
 
     let final_dir = dir.join(OUTPUT_DIR);
-    let tmp = tmp_name(&final_dir);
+    let tmp = staging_name(&final_dir);
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).map_err(ExportError::io(&tmp))?;
     }
@@ -488,11 +500,11 @@ pub fn export_text(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError>
 pub(crate) fn write_info_files(
     dir: &Path,
     idx: &Index,
-    layout: crate::ascend_db::Layout,
+    layout: Layout,
 ) -> Result<Vec<PathBuf>, ExportError> {
     let info = dir.join(format!("profiler_info_{}.json", idx.meta.rank));
     let mut v = profiler_info(idx);
-    let db = layout == crate::ascend_db::Layout::Db;
+    let db = layout == Layout::Db;
     v["config"]["experimental_config"]["export_type"] = json!([layout.as_str()]);
     v["config"]["experimental_config"]["_data_simplification"] = json!(db);
     write_json(&info, &v)?;

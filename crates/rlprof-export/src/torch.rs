@@ -69,7 +69,7 @@ fn prefix(idx: &Index, base_ns: u64) -> String {
     // A collection stopped by a cap says so in the file itself (null when complete).
     let truncated = crate::truncation_json(idx);
     // A collection whose data stops early (killed or stopped run) says so too.
-    let partial = crate::analyse::incomplete(idx).is_some();
+    let partial = crate::decode::incomplete(idx).is_some();
     format!(
         "{{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"distributedInfo\": {{\"backend\": \"{backend}\", \"rank\": {}, \"world_size\": {}}},\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": {base_ns},\n  \"traceName\": {name},\n  \"rlprof_truncated\": {truncated},\n  \"rlprof_partial\": {partial},\n  \"traceEvents\": [\n",
         m.rank, m.world_size
@@ -187,6 +187,6 @@ fn write_snapshot(
     let path = dir.join(snapshot_name(s.step, idx.meta.rank));
     let mut bytes = Vec::new();
     crate::pickle::write(&mut bytes, &s.value).map_err(ExportError::io(&path))?;
-    crate::analyse::write_atomic(&path, &bytes)?;
+    crate::staging::write_atomic(&path, &bytes)?;
     Ok((s.step, path))
 }

@@ -659,10 +659,10 @@ fn step_trace_equals_the_text_layout() {
     let dir = &done[0].dir;
     let raw = &rlprof_export::analyse::raw_files(dir)[0];
     let idx = Index::build(raw).unwrap();
-    npu::export_as(dir, &idx, Layout::Text).unwrap();
+    rlprof_export::ascend::export_as(dir, &idx, Layout::Text).unwrap();
     let (h, rows) = read_csv(&dir.join(npu::OUTPUT_DIR).join("step_trace_time.csv"));
     assert_eq!(rows.len(), 1, "one step per collection");
-    npu::export_as(dir, &idx, Layout::Db).unwrap();
+    rlprof_export::ascend::export_as(dir, &idx, Layout::Db).unwrap();
     let (_, a) = open_dbs(dir, idx.meta.rank);
     let cols: Vec<String> = columns(&a, "StepTraceTime");
     for row in rows {

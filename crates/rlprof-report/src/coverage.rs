@@ -5,7 +5,6 @@
 use crate::model::{Profile, Track};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write;
 
 /// Coverage of one role call name in one profile.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -73,26 +72,6 @@ pub fn op_coverage(profiles: &[Profile]) -> Vec<CoverageRow> {
     out
 }
 
-/// The text section: one line per profile and role call (`covered by ops: 93%`).
-pub fn render(rows: &[CoverageRow], o: &mut String) {
-    if rows.is_empty() {
-        return;
-    }
-    let _ = writeln!(o, "\n== op coverage per role call ==");
-    for r in rows {
-        let _ = writeln!(
-            o,
-            "[{}] rank {} {:<22} {:>3} call(s) {:>12.3} ms  covered by ops: {:.0}%",
-            r.profile,
-            r.rank,
-            crate::text::clean(&r.call),
-            r.calls,
-            r.total_ns as f64 / 1e6,
-            r.covered * 100.0
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,7 +106,7 @@ mod tests {
         assert_eq!((rows[0].calls, rows[0].total_ns), (1, 100));
         assert!((rows[0].covered - 0.5).abs() < 1e-9, "{rows:?}");
         let mut o = String::new();
-        render(&rows, &mut o);
+        crate::text::render_coverage(&rows, &mut o);
         assert!(o.contains("covered by ops: 50%"), "{o}");
     }
 }

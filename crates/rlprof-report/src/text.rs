@@ -10,7 +10,7 @@ pub fn render_text(r: &Report) -> String {
     inputs(r, &mut o);
     jobs(r, &mut o);
     breakdown(r, &mut o);
-    crate::coverage::render(&r.coverage, &mut o);
+    render_coverage(&r.coverage, &mut o);
     top(r, &mut o);
     memory(r, &mut o);
     comm(r, &mut o);
@@ -284,5 +284,25 @@ fn compare(r: &Report, o: &mut String) {
                 clean(&d.name)
             );
         }
+    }
+}
+
+/// The text section: one line per profile and role call (`covered by ops: 93%`).
+pub(crate) fn render_coverage(rows: &[crate::coverage::CoverageRow], o: &mut String) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\n== op coverage per role call ==");
+    for r in rows {
+        let _ = writeln!(
+            o,
+            "[{}] rank {} {:<22} {:>3} call(s) {:>12.3} ms  covered by ops: {:.0}%",
+            r.profile,
+            r.rank,
+            clean(&r.call),
+            r.calls,
+            r.total_ns as f64 / 1e6,
+            r.covered * 100.0
+        );
     }
 }

@@ -21,43 +21,13 @@ pub mod summary;
 pub mod writer;
 
 use crate::ExportError;
-use crate::analyse::tmp_name;
 use crate::attrib::Attributor;
 use crate::decode::Index;
+pub use crate::npu::Layout;
 use crate::npu::OUTPUT_DIR;
-use rlprof_profiler::raw::CollectionMeta as Meta;
+use crate::staging::staging_name;
 use rusqlite::{Connection, params};
 use std::path::{Path, PathBuf};
-
-/// Which layout the `npu` tool's output takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
-    /// `ascend_pytorch_profiler_{rank}.db` + `analysis.db`.
-    Db,
-    /// `trace_view.json`, CSVs and JSON files.
-    Text,
-}
-
-impl Layout {
-    /// `db` or `text` (the `export_type` value).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Layout::Db => "db",
-            Layout::Text => "text",
-        }
-    }
-
-    /// The layout a collection recorded in its metadata (`export_type`). A collection made
-    /// before the key existed only knew the text layout, so it keeps it: an existing
-    /// collection is never re-exported into the other layout unless asked
-    /// ([`crate::npu::export_as`]).
-    pub fn of(meta: &Meta) -> Layout {
-        match meta.export_type {
-            Some(rlprof_profiler::plan::ExportType::Db) => Layout::Db,
-            _ => Layout::Text,
-        }
-    }
-}
 
 /// The profiler DB's file name for `rank`.
 pub fn profiler_db_name(rank: u32) -> String {
@@ -94,7 +64,7 @@ fn create_db(path: &Path, tables: &[schema::Table]) -> Result<Connection, Export
 pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
     let mut outputs = crate::npu::write_info_files(dir, idx, Layout::Db)?;
     let final_dir = dir.join(OUTPUT_DIR);
-    let tmp = tmp_name(&final_dir);
+    let tmp = staging_name(&final_dir);
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).map_err(ExportError::io(&tmp))?;
     }
