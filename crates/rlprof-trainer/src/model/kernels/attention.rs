@@ -325,6 +325,8 @@ fn attn_bwd(
     }
     attn_bwd_impl::<false>(q, k, v, g, mask, a, scale)
 }
+// Not an `F32Op3` (see `kernels/mod.rs`): q, k and v are strided views read in place, not
+// contiguous rows.
 impl CustomOp3 for FusedAttention {
     fn name(&self) -> &'static str {
         "rlprof-attention"

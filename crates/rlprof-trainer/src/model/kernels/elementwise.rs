@@ -4,7 +4,7 @@
 #[cfg(target_arch = "x86_64")]
 use super::simd::{avx2_fma, map2_avx2, map3_avx2};
 use super::simd::{exp_poly, map2, map3};
-use super::{f32_rows, supported};
+use super::{F32Op2, F32Op3, Rows, supported};
 use crate::model::autograd::tagged;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -53,7 +53,7 @@ impl CustomOp2 for SiluMul {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        Map2("rlprof-silu-mul", silu_mul_fwd).cpu_fwd(s1, l1, s2, l2)
+        Map2("rlprof-silu-mul", silu_mul_fwd).map(s1, l1, s2, l2)
     }
 
     fn bwd(
@@ -75,6 +75,25 @@ impl CustomOp2 for SiluMul {
 /// function so that it inlines into the loop (a `fn` pointer costs an indirect call per element).
 struct Map2<F>(&'static str, F);
 
+impl<F: Fn(f32, f32) -> f32> F32Op2 for Map2<F> {
+    fn op(&self) -> &'static str {
+        self.0
+    }
+
+    fn f(&self, a: Rows<'_>, b: Rows<'_>) -> Result<Vec<f32>> {
+        let (a, b) = (a.data, b.data);
+        if a.len() != b.len() {
+            candle_core::bail!("{}: {} vs {} elements", self.0, a.len(), b.len())
+        }
+        #[cfg(target_arch = "x86_64")]
+        if avx2_fma() {
+            // SAFETY: the CPU supports AVX2 and FMA (checked above).
+            return Ok(unsafe { map2_avx2(a, b, &self.1) });
+        }
+        Ok(map2(a, b, &self.1))
+    }
+}
+
 impl<F: Fn(f32, f32) -> f32 + Send + Sync> CustomOp2 for Map2<F> {
     fn name(&self) -> &'static str {
         self.0
@@ -87,24 +106,32 @@ impl<F: Fn(f32, f32) -> f32 + Send + Sync> CustomOp2 for Map2<F> {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (a, _) = f32_rows(s1, l1, self.0)?;
-        let (b, _) = f32_rows(s2, l2, self.0)?;
-        if a.len() != b.len() {
-            candle_core::bail!("{}: {} vs {} elements", self.0, a.len(), b.len())
-        }
-        #[cfg(target_arch = "x86_64")]
-        if avx2_fma() {
-            // SAFETY: the CPU supports AVX2 and FMA (checked above).
-            let out = unsafe { map2_avx2(a, b, &self.1) };
-            return Ok((CpuStorage::F32(out), l1.shape().clone()));
-        }
-        Ok((CpuStorage::F32(map2(a, b, &self.1)), l1.shape().clone()))
+        self.map(s1, l1, s2, l2)
     }
 }
 
 /// An element-wise map of three contiguous same-shape f32 tensors (no backward), generic like
 /// [`Map2`].
 struct Map3<F>(&'static str, F);
+
+impl<F: Fn(f32, f32, f32) -> f32> F32Op3 for Map3<F> {
+    fn op(&self) -> &'static str {
+        self.0
+    }
+
+    fn f(&self, a: Rows<'_>, b: Rows<'_>, c: Rows<'_>) -> Result<Vec<f32>> {
+        let (a, b, c) = (a.data, b.data, c.data);
+        if a.len() != b.len() || a.len() != c.len() {
+            candle_core::bail!("{}: operands differ in length", self.0)
+        }
+        #[cfg(target_arch = "x86_64")]
+        if avx2_fma() {
+            // SAFETY: the CPU supports AVX2 and FMA (checked above).
+            return Ok(unsafe { map3_avx2(a, b, c, &self.1) });
+        }
+        Ok(map3(a, b, c, &self.1))
+    }
+}
 
 impl<F: Fn(f32, f32, f32) -> f32 + Send + Sync> CustomOp3 for Map3<F> {
     fn name(&self) -> &'static str {
@@ -120,19 +147,7 @@ impl<F: Fn(f32, f32, f32) -> f32 + Send + Sync> CustomOp3 for Map3<F> {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (a, _) = f32_rows(s1, l1, self.0)?;
-        let (b, _) = f32_rows(s2, l2, self.0)?;
-        let (c, _) = f32_rows(s3, l3, self.0)?;
-        if a.len() != b.len() || a.len() != c.len() {
-            candle_core::bail!("{}: operands differ in length", self.0)
-        }
-        #[cfg(target_arch = "x86_64")]
-        if avx2_fma() {
-            // SAFETY: the CPU supports AVX2 and FMA (checked above).
-            let out = unsafe { map3_avx2(a, b, c, &self.1) };
-            return Ok((CpuStorage::F32(out), l1.shape().clone()));
-        }
-        Ok((CpuStorage::F32(map3(a, b, c, &self.1)), l1.shape().clone()))
+        self.map(s1, l1, s2, l2, s3, l3)
     }
 }
 

@@ -153,6 +153,8 @@ fn linear_shape(x: &Layout, out_f: usize) -> Shape {
     Shape::from(d)
 }
 
+// Not an `F32Op2`/`F32Op3` (see `kernels/mod.rs`): the output shape comes from the checked dims,
+// and this one body already serves both arities.
 fn linear_fwd(
     s1: &CpuStorage,
     l1: &Layout,

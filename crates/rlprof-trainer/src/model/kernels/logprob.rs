@@ -1,7 +1,7 @@
 //! Per-token statistics of the logits over the vocabulary: the log-probability of the target
 //! token ([`token_logprob`]) and the entropy ([`entropy`]), each one fused pass with a backward.
 
-use super::{f32_rows, u32_values};
+use super::{F32Op1, F32Op2, Rows, f32_rows, u32_values};
 use crate::model::autograd::tagged;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 
@@ -45,6 +45,7 @@ fn logits_rows<'a>(
     Ok((x, v))
 }
 
+// Not an `F32Op2` (see `kernels/mod.rs`): the second operand is u32 token ids.
 impl CustomOp2 for TokenLogprob {
     fn name(&self) -> &'static str {
         "rlprof-token-logprob"
@@ -95,6 +96,7 @@ struct TokenLogprobBwd {
     g: Tensor,
 }
 
+// Not an `F32Op2` either: u32 targets, as in the forward.
 impl CustomOp2 for TokenLogprobBwd {
     fn name(&self) -> &'static str {
         "rlprof-token-logprob-bwd"
@@ -159,19 +161,34 @@ fn row_entropy(row: &[f32], inv_temp: f32) -> (f32, f32, f32) {
     (h, m, lse)
 }
 
+impl F32Op1 for Entropy {
+    fn op(&self) -> &'static str {
+        "entropy"
+    }
+
+    fn f(&self, x: Rows<'_>) -> Result<Vec<f32>> {
+        let (x, v) = (x.data, x.d);
+        let out = x
+            .chunks_exact(v)
+            .map(|row| row_entropy(row, self.inv_temp).0)
+            .collect();
+        Ok(out)
+    }
+
+    /// The logits' shape less the vocabulary dimension.
+    fn shape(&self, l: &Layout) -> Shape {
+        let dims = l.dims();
+        Shape::from(&dims[..dims.len() - 1])
+    }
+}
+
 impl CustomOp1 for Entropy {
     fn name(&self) -> &'static str {
         "rlprof-entropy"
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (x, v) = f32_rows(s, l, "entropy")?;
-        let out = x
-            .chunks_exact(v)
-            .map(|row| row_entropy(row, self.inv_temp).0)
-            .collect();
-        let dims = l.dims();
-        Ok((CpuStorage::F32(out), Shape::from(&dims[..dims.len() - 1])))
+        self.map(s, l)
     }
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
@@ -190,20 +207,13 @@ struct EntropyBwd {
     inv_temp: f32,
 }
 
-impl CustomOp2 for EntropyBwd {
-    fn name(&self) -> &'static str {
-        "rlprof-entropy-bwd"
+impl F32Op2 for EntropyBwd {
+    fn op(&self) -> &'static str {
+        "entropy backward"
     }
 
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let (x, v) = f32_rows(s1, l1, "entropy backward")?;
-        let (g, _) = f32_rows(s2, l2, "entropy backward")?;
+    fn f(&self, x: Rows<'_>, g: Rows<'_>) -> Result<Vec<f32>> {
+        let (l1, x, v, g) = (x.layout, x.data, x.d, g.data);
         if g.len() * v != x.len() {
             candle_core::bail!("entropy backward: {} grads for {:?}", g.len(), l1.dims())
         }
@@ -216,7 +226,23 @@ impl CustomOp2 for EntropyBwd {
                 *d = c * lp.exp() * (lp + h);
             }
         }
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        Ok(out)
+    }
+}
+
+impl CustomOp2 for EntropyBwd {
+    fn name(&self) -> &'static str {
+        "rlprof-entropy-bwd"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        self.map(s1, l1, s2, l2)
     }
 }
 

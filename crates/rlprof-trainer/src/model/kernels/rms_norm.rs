@@ -1,6 +1,6 @@
 //! The fused RMSNorm ([`rms_norm`]) and its two backward kernels (input and weight gradients).
 
-use super::{f32_rows, supported};
+use super::{F32Op2, F32Op3, Rows, supported};
 use crate::model::autograd::tagged;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, D, Layout, Result, Shape, Tensor};
 
@@ -32,6 +32,27 @@ fn inv_rms(row: &[f32], eps: f32) -> f32 {
     1.0 / (ms + eps).sqrt()
 }
 
+impl F32Op2 for RmsNorm {
+    fn op(&self) -> &'static str {
+        "rms_norm"
+    }
+
+    fn f(&self, x: Rows<'_>, w: Rows<'_>) -> Result<Vec<f32>> {
+        let (x, d, w) = (x.data, x.d, w.data);
+        if w.len() != d {
+            candle_core::bail!("rms_norm: weight has {} elements, rows {d}", w.len())
+        }
+        let mut out = vec![0f32; x.len()];
+        for (xr, yr) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+            let inv = inv_rms(xr, self.eps);
+            for ((y, &v), &wv) in yr.iter_mut().zip(xr).zip(w) {
+                *y = v * inv * wv;
+            }
+        }
+        Ok(out)
+    }
+}
+
 impl CustomOp2 for RmsNorm {
     fn name(&self) -> &'static str {
         "rlprof-rms-norm"
@@ -44,19 +65,7 @@ impl CustomOp2 for RmsNorm {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (x, d) = f32_rows(s1, l1, "rms_norm")?;
-        let (w, _) = f32_rows(s2, l2, "rms_norm")?;
-        if w.len() != d {
-            candle_core::bail!("rms_norm: weight has {} elements, rows {d}", w.len())
-        }
-        let mut out = vec![0f32; x.len()];
-        for (xr, yr) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-            let inv = inv_rms(xr, self.eps);
-            for ((y, &v), &wv) in yr.iter_mut().zip(xr).zip(w) {
-                *y = v * inv * wv;
-            }
-        }
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        self.map(s1, l1, s2, l2)
     }
 
     fn bwd(
@@ -76,23 +85,13 @@ impl CustomOp2 for RmsNorm {
 /// `(g, x, w) -> dx` of [`rms_norm`].
 struct RmsNormBwdX(RmsNorm);
 
-impl CustomOp3 for RmsNormBwdX {
-    fn name(&self) -> &'static str {
-        "rlprof-rms-norm-bwd-x"
+impl F32Op3 for RmsNormBwdX {
+    fn op(&self) -> &'static str {
+        "rms_norm backward"
     }
 
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let (g, d) = f32_rows(s1, l1, "rms_norm backward")?;
-        let (x, _) = f32_rows(s2, l2, "rms_norm backward")?;
-        let (w, _) = f32_rows(s3, l3, "rms_norm backward")?;
+    fn f(&self, g: Rows<'_>, x: Rows<'_>, w: Rows<'_>) -> Result<Vec<f32>> {
+        let (g, d, x, w) = (g.data, g.d, x.data, w.data);
         let mut out = vec![0f32; g.len()];
         for ((gr, xr), dr) in g
             .chunks_exact(d)
@@ -113,12 +112,53 @@ impl CustomOp3 for RmsNormBwdX {
                 *o = inv * (gv * wv - xv * inv * dot);
             }
         }
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        Ok(out)
+    }
+}
+
+impl CustomOp3 for RmsNormBwdX {
+    fn name(&self) -> &'static str {
+        "rlprof-rms-norm-bwd-x"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        self.map(s1, l1, s2, l2, s3, l3)
     }
 }
 
 /// `(g, x) -> dw` of [`rms_norm`]: the column sums of `g * n`.
 struct RmsNormBwdW(RmsNorm);
+
+impl F32Op2 for RmsNormBwdW {
+    fn op(&self) -> &'static str {
+        "rms_norm backward"
+    }
+
+    fn f(&self, g: Rows<'_>, x: Rows<'_>) -> Result<Vec<f32>> {
+        let (g, d, x) = (g.data, g.d, x.data);
+        let mut dw = vec![0f32; d];
+        for (gr, xr) in g.chunks_exact(d).zip(x.chunks_exact(d)) {
+            let inv = inv_rms(xr, self.0.eps);
+            for ((o, &gv), &xv) in dw.iter_mut().zip(gr).zip(xr) {
+                *o += gv * xv * inv;
+            }
+        }
+        Ok(dw)
+    }
+
+    /// `[D]`, the weight's shape.
+    fn shape(&self, l1: &Layout, _l2: &Layout) -> Shape {
+        Shape::from(*l1.dims().last().unwrap_or(&1))
+    }
+}
 
 impl CustomOp2 for RmsNormBwdW {
     fn name(&self) -> &'static str {
@@ -132,16 +172,7 @@ impl CustomOp2 for RmsNormBwdW {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (g, d) = f32_rows(s1, l1, "rms_norm backward")?;
-        let (x, _) = f32_rows(s2, l2, "rms_norm backward")?;
-        let mut dw = vec![0f32; d];
-        for (gr, xr) in g.chunks_exact(d).zip(x.chunks_exact(d)) {
-            let inv = inv_rms(xr, self.0.eps);
-            for ((o, &gv), &xv) in dw.iter_mut().zip(gr).zip(xr) {
-                *o += gv * xv * inv;
-            }
-        }
-        Ok((CpuStorage::F32(dw), Shape::from(d)))
+        self.map(s1, l1, s2, l2)
     }
 }
 

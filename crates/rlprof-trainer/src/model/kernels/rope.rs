@@ -1,6 +1,6 @@
 //! Rotate-half RoPE on `[B, T, H, D]` activations ([`rope_bthd`]), its own transpose as backward.
 
-use super::f32_rows;
+use super::{F32Op3, Rows};
 use crate::model::autograd::tagged;
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -21,23 +21,14 @@ struct Rope {
     sign: f32,
 }
 
-impl CustomOp3 for Rope {
-    fn name(&self) -> &'static str {
-        "rlprof-rope-bthd"
+impl F32Op3 for Rope {
+    fn op(&self) -> &'static str {
+        "rope"
     }
 
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let (x, d) = f32_rows(s1, l1, "rope")?;
-        let (c, half) = f32_rows(s2, l2, "rope")?;
-        let (s, _) = f32_rows(s3, l3, "rope")?;
+    fn f(&self, x: Rows<'_>, c: Rows<'_>, s: Rows<'_>) -> Result<Vec<f32>> {
+        let (l1, l2) = (x.layout, c.layout);
+        let (x, d, c, half, s) = (x.data, x.d, c.data, c.d, s.data);
         let (b, t, h) = match *l1.dims() {
             [b, t, h, _] => (b, t, h),
             _ => candle_core::bail!("rope: x must be [B, T, H, D], got {:?}", l1.dims()),
@@ -58,7 +49,25 @@ impl CustomOp3 for Rope {
                 y2[j] = x2[j] * cr[j] + x1[j] * sj;
             }
         }
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        Ok(out)
+    }
+}
+
+impl CustomOp3 for Rope {
+    fn name(&self) -> &'static str {
+        "rlprof-rope-bthd"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        self.map(s1, l1, s2, l2, s3, l3)
     }
 
     fn bwd(

@@ -1,6 +1,6 @@
 //! The fused softmax over the last dimension ([`softmax_last_dim`]) and its backward.
 
-use super::{f32_rows, supported};
+use super::{F32Op1, F32Op2, Rows, supported};
 use crate::model::autograd::tagged;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, D, Layout, Result, Shape, Tensor};
 
@@ -15,13 +15,13 @@ pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
 
 struct SoftmaxLastDim;
 
-impl CustomOp1 for SoftmaxLastDim {
-    fn name(&self) -> &'static str {
-        "rlprof-softmax-last-dim"
+impl F32Op1 for SoftmaxLastDim {
+    fn op(&self) -> &'static str {
+        "softmax"
     }
 
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (x, d) = f32_rows(s, l, "softmax")?;
+    fn f(&self, x: Rows<'_>) -> Result<Vec<f32>> {
+        let (x, d) = (x.data, x.d);
         let mut out = vec![0f32; x.len()];
         for (xr, yr) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
             let m = xr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -33,7 +33,17 @@ impl CustomOp1 for SoftmaxLastDim {
             let inv = 1.0 / sum;
             yr.iter_mut().for_each(|y| *y *= inv);
         }
-        Ok((CpuStorage::F32(out), l.shape().clone()))
+        Ok(out)
+    }
+}
+
+impl CustomOp1 for SoftmaxLastDim {
+    fn name(&self) -> &'static str {
+        "rlprof-softmax-last-dim"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        self.map(s, l)
     }
 
     fn bwd(&self, _arg: &Tensor, res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
@@ -44,6 +54,28 @@ impl CustomOp1 for SoftmaxLastDim {
 
 /// `(g, y) -> y * (g - sum(g * y))` row by row.
 struct SoftmaxBwd;
+
+impl F32Op2 for SoftmaxBwd {
+    fn op(&self) -> &'static str {
+        "softmax backward"
+    }
+
+    fn f(&self, g: Rows<'_>, y: Rows<'_>) -> Result<Vec<f32>> {
+        let (g, d, y) = (g.data, g.d, y.data);
+        let mut out = vec![0f32; g.len()];
+        for ((gr, yr), dr) in g
+            .chunks_exact(d)
+            .zip(y.chunks_exact(d))
+            .zip(out.chunks_exact_mut(d))
+        {
+            let dot: f32 = gr.iter().zip(yr).map(|(a, b)| a * b).sum();
+            for ((o, &gv), &yv) in dr.iter_mut().zip(gr).zip(yr) {
+                *o = yv * (gv - dot);
+            }
+        }
+        Ok(out)
+    }
+}
 
 impl CustomOp2 for SoftmaxBwd {
     fn name(&self) -> &'static str {
@@ -57,20 +89,7 @@ impl CustomOp2 for SoftmaxBwd {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (g, d) = f32_rows(s1, l1, "softmax backward")?;
-        let (y, _) = f32_rows(s2, l2, "softmax backward")?;
-        let mut out = vec![0f32; g.len()];
-        for ((gr, yr), dr) in g
-            .chunks_exact(d)
-            .zip(y.chunks_exact(d))
-            .zip(out.chunks_exact_mut(d))
-        {
-            let dot: f32 = gr.iter().zip(yr).map(|(a, b)| a * b).sum();
-            for ((o, &gv), &yv) in dr.iter_mut().zip(gr).zip(yr) {
-                *o = yv * (gv - dot);
-            }
-        }
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        self.map(s1, l1, s2, l2)
     }
 }
 
