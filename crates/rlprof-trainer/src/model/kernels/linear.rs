@@ -1,0 +1,334 @@
+//! The fused linear layer ([`linear`], with an optional bias or residual addend) on candle's CPU
+//! matmul kernel (the `gemm` crate), forward and backward.
+
+use super::{cpu_of, f32_rows};
+use crate::model::autograd::tagged;
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+
+/// `dst (m x n) = [dst +] lhs (m x k) * rhs (k x n)` with explicit element strides (row, column)
+/// of each operand: candle's CPU matmul kernel (gemm), single-threaded unless candle's thread
+/// count says otherwise.
+#[allow(clippy::too_many_arguments)]
+fn gemm_f32(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [f32],
+    accumulate: bool,
+    lhs: &[f32],
+    lhs_s: (usize, usize),
+    rhs: &[f32],
+    rhs_s: (usize, usize),
+) {
+    assert!(dst.len() >= m * n, "gemm: dst too short");
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            dst[..m * n].iter_mut().for_each(|d| *d = 0.0);
+        }
+        return;
+    }
+    // SAFETY: dst holds m * n elements (checked above) and is a distinct &mut.
+    unsafe {
+        gemm_raw(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            accumulate,
+            lhs,
+            lhs_s,
+            rhs,
+            rhs_s,
+        )
+    }
+}
+
+/// [`gemm_f32`] into a new `m x n` buffer. (Skipping the zero fill behind an uninitialised
+/// buffer measured 0.98x whole-run CPU, inside the noise; not worth an `unsafe` that depends on
+/// gemm never reading its destination.)
+#[allow(clippy::too_many_arguments)]
+fn gemm_new(
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: &[f32],
+    lhs_s: (usize, usize),
+    rhs: &[f32],
+    rhs_s: (usize, usize),
+) -> Vec<f32> {
+    let mut dst = vec![0f32; m * n];
+    gemm_f32(m, n, k, &mut dst, false, lhs, lhs_s, rhs, rhs_s);
+    dst
+}
+
+/// The gemm call of [`gemm_f32`]; `m, n, k > 0`.
+///
+/// # Safety
+/// `dst` must be valid for writes of `m * n` f32s (and reads when `accumulate`) and must not
+/// alias `lhs` or `rhs`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_raw(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    accumulate: bool,
+    lhs: &[f32],
+    (lhs_rs, lhs_cs): (usize, usize),
+    rhs: &[f32],
+    (rhs_rs, rhs_cs): (usize, usize),
+) {
+    let last = |rs: usize, cs: usize, r: usize, c: usize| (r - 1) * rs + (c - 1) * cs;
+    assert!(
+        lhs.len() > last(lhs_rs, lhs_cs, m, k) && rhs.len() > last(rhs_rs, rhs_cs, k, n),
+        "gemm: operand too short"
+    );
+    let threads = candle_core::utils::get_num_threads();
+    let par = if threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: every operand index gemm touches is inside the slices (checked above: the last
+    // element of each operand is in bounds and strides are non-negative); `dst` is valid for
+    // the m x n row-major destination and does not alias the inputs (the caller's contract).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            n as isize,
+            accumulate,
+            lhs.as_ptr(),
+            lhs_cs as isize,
+            lhs_rs as isize,
+            rhs.as_ptr(),
+            rhs_cs as isize,
+            rhs_rs as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            par,
+        )
+    }
+}
+
+/// A fused linear layer `y = x W^T [+ add]`, `x` `[.., in]`, `W` `[out, in]`, `add` either a
+/// bias `[out]` or a residual of the output's shape: one gemm with the addend as its initial
+/// destination. Backward: `dx = g W`, `dW = g^T x` (two gemms on the stored layouts, no
+/// transposed copies), `dbias = column sums of g`, `dresidual = g`.
+pub fn linear(x: &Tensor, w: &Tensor, add: Option<&Tensor>) -> Result<Tensor> {
+    let (x, w) = (x.contiguous()?, w.contiguous()?);
+    match add {
+        Some(a) => x.apply_op3(&w, &a.contiguous()?, tagged(Linear)),
+        None => x.apply_op2(&w, tagged(Linear)),
+    }
+}
+
+struct Linear;
+
+/// `(rows, in, out)` of a linear layer, checked.
+fn linear_dims(x: &Layout, w: &Layout) -> Result<(usize, usize, usize)> {
+    let (out_f, in_f) = match *w.dims() {
+        [o, i] => (o, i),
+        _ => candle_core::bail!("linear: weight must be 2-D, got {:?}", w.dims()),
+    };
+    let xd = x.dims();
+    if xd.last() != Some(&in_f) {
+        candle_core::bail!("linear: input {xd:?} does not fit weight {:?}", w.dims())
+    }
+    Ok((x.shape().elem_count() / in_f.max(1), in_f, out_f))
+}
+
+fn linear_shape(x: &Layout, out_f: usize) -> Shape {
+    let mut d = x.dims().to_vec();
+    *d.last_mut().expect("rank >= 1") = out_f;
+    Shape::from(d)
+}
+
+// Not an `F32Op2`/`F32Op3` (see `kernels/mod.rs`): the output shape comes from the checked dims,
+// and this one body already serves both arities.
+fn linear_fwd(
+    s1: &CpuStorage,
+    l1: &Layout,
+    s2: &CpuStorage,
+    l2: &Layout,
+    add: Option<(&CpuStorage, &Layout)>,
+) -> Result<(CpuStorage, Shape)> {
+    let (x, _) = f32_rows(s1, l1, "linear")?;
+    let (w, _) = f32_rows(s2, l2, "linear")?;
+    let (rows, in_f, out_f) = linear_dims(l1, l2)?;
+    let mut dst = match add {
+        None => {
+            let y = gemm_new(rows, out_f, in_f, x, (in_f, 1), w, (1, in_f));
+            return Ok((CpuStorage::F32(y), linear_shape(l1, out_f)));
+        }
+        Some((s3, l3)) => {
+            let (a, _) = f32_rows(s3, l3, "linear")?;
+            if a.len() == out_f {
+                let mut d = Vec::with_capacity(rows * out_f);
+                for _ in 0..rows {
+                    d.extend_from_slice(a);
+                }
+                d
+            } else if a.len() == rows * out_f {
+                a.to_vec()
+            } else {
+                candle_core::bail!(
+                    "linear: addend {:?} fits neither bias nor output",
+                    l3.dims()
+                )
+            }
+        }
+    };
+    gemm_f32(
+        rows,
+        out_f,
+        in_f,
+        &mut dst,
+        true,
+        x,
+        (in_f, 1),
+        w,
+        (1, in_f),
+    );
+    Ok((CpuStorage::F32(dst), linear_shape(l1, out_f)))
+}
+
+/// `(dx, dW)` of a linear layer, reading the operands in place.
+fn linear_bwd(x: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor)> {
+    let (out_f, in_f) = w.dims2()?;
+    let rows = x.elem_count() / in_f.max(1);
+    let (x, w, g) = (x.contiguous()?, w.contiguous()?, g.contiguous()?);
+    let (dx, dw);
+    {
+        let (gs, gl) = g.storage_and_layout();
+        let (xs, xl) = x.storage_and_layout();
+        let (ws, wl) = w.storage_and_layout();
+        let (gv, _) = f32_rows(cpu_of(&gs, "grad")?, gl, "linear backward")?;
+        let (xv, _) = f32_rows(cpu_of(&xs, "x")?, xl, "linear backward")?;
+        let (wv, _) = f32_rows(cpu_of(&ws, "w")?, wl, "linear backward")?;
+        if gv.len() != rows * out_f || xv.len() != rows * in_f || wv.len() != out_f * in_f {
+            candle_core::bail!(
+                "linear backward: grad {:?}, x {:?}, w {:?}",
+                gl.dims(),
+                xl.dims(),
+                wl.dims()
+            )
+        }
+        dx = gemm_new(rows, in_f, out_f, gv, (out_f, 1), wv, (in_f, 1));
+        dw = gemm_new(out_f, in_f, rows, gv, (1, out_f), xv, (in_f, 1));
+    }
+    Ok((
+        Tensor::from_vec(dx, x.shape(), x.device())?,
+        Tensor::from_vec(dw, w.shape(), w.device())?,
+    ))
+}
+
+impl CustomOp2 for Linear {
+    fn name(&self) -> &'static str {
+        "rlprof-linear"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        linear_fwd(s1, l1, s2, l2, None)
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let (dx, dw) = linear_bwd(x, w, grad)?;
+        Ok((Some(dx), Some(dw)))
+    }
+}
+
+impl CustomOp3 for Linear {
+    fn name(&self) -> &'static str {
+        "rlprof-linear-add"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        linear_fwd(s1, l1, s2, l2, Some((s3, l3)))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        add: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (dx, dw) = linear_bwd(x, w, grad)?;
+        let da = if add.rank() == 1 {
+            // a bias: its gradient sums the output gradient over the rows
+            grad.reshape(((), add.elem_count()))?.sum(0)?
+        } else {
+            grad.clone()
+        };
+        Ok((Some(dx), Some(dw), Some(da)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::{check, var};
+    use super::*;
+
+    #[test]
+    fn linear_matches_matmul_with_bias_and_residual() {
+        let (x, w) = (var(&[2, 5, 6], 1.0), var(&[4, 6], 1.0));
+        let (b, r) = (var(&[4], 1.0), var(&[2, 5, 4], 1.0));
+        let mm = |x: &Tensor, w: &Tensor| {
+            x.reshape((10, 6))
+                .unwrap()
+                .matmul(&w.t().unwrap())
+                .unwrap()
+                .reshape((2, 5, 4))
+                .unwrap()
+        };
+        check(
+            &[&x, &w],
+            |t| linear(t[0], t[1], None).unwrap(),
+            |t| mm(t[0], t[1]),
+            1e-5,
+        );
+        check(
+            &[&x, &w, &b],
+            |t| linear(t[0], t[1], Some(t[2])).unwrap(),
+            |t| mm(t[0], t[1]).broadcast_add(t[2]).unwrap(),
+            1e-5,
+        );
+        check(
+            &[&x, &w, &r],
+            |t| linear(t[0], t[1], Some(t[2])).unwrap(),
+            |t| mm(t[0], t[1]).add(t[2]).unwrap(),
+            1e-5,
+        );
+    }
+}

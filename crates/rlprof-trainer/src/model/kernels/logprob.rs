@@ -1,0 +1,298 @@
+//! Per-token statistics of the logits over the vocabulary: the log-probability of the target
+//! token ([`token_logprob`]) and the entropy ([`entropy`]), each one fused pass with a backward.
+
+use super::{F32Op1, F32Op2, Rows, f32_rows, u32_values};
+use crate::model::autograd::tagged;
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
+
+/// Log-probabilities of `targets` (u32 `[..]`) under `softmax(logits * inv_temp)` over the
+/// last dimension of `logits` `[.., V]`: one pass (log-softmax and gather fused), differentiable
+/// in `logits`: `dlogits = g * inv_temp * (onehot(target) - p)`.
+pub fn token_logprob(logits: &Tensor, targets: &Tensor, inv_temp: f32) -> Result<Tensor> {
+    let targets = targets.to_dtype(candle_core::DType::U32)?.contiguous()?;
+    logits
+        .contiguous()?
+        .apply_op2(&targets, tagged(TokenLogprob { inv_temp }))
+}
+
+struct TokenLogprob {
+    inv_temp: f32,
+}
+
+/// Max and log-sum-exp shift of `row * inv_temp`: returns `(max, ln(sum(exp(z - max))))`.
+#[inline(always)]
+fn lse_parts(row: &[f32], inv_temp: f32) -> (f32, f32) {
+    let m = row
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &v| a.max(v * inv_temp));
+    let sum: f32 = row.iter().map(|&v| (v * inv_temp - m).exp()).sum();
+    (m, sum.ln())
+}
+
+fn logits_rows<'a>(
+    s: &'a CpuStorage,
+    l: &Layout,
+    targets: &[u32],
+    op: &str,
+) -> Result<(&'a [f32], usize)> {
+    let (x, v) = f32_rows(s, l, op)?;
+    if x.len() != targets.len() * v {
+        candle_core::bail!("{op}: {} targets for logits {:?}", targets.len(), l.dims())
+    }
+    if let Some(&bad) = targets.iter().find(|&&t| t as usize >= v) {
+        candle_core::bail!("{op}: target {bad} outside the vocabulary of {v}")
+    }
+    Ok((x, v))
+}
+
+// Not an `F32Op2` (see `kernels/mod.rs`): the second operand is u32 token ids.
+impl CustomOp2 for TokenLogprob {
+    fn name(&self) -> &'static str {
+        "rlprof-token-logprob"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let tg = u32_values(s2, l2, "token_logprob")?;
+        let (x, v) = logits_rows(s1, l1, tg, "token_logprob")?;
+        let out = x
+            .chunks_exact(v)
+            .zip(tg)
+            .map(|(row, &t)| {
+                let (m, lse) = lse_parts(row, self.inv_temp);
+                row[t as usize] * self.inv_temp - m - lse
+            })
+            .collect();
+        Ok((CpuStorage::F32(out), l2.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        logits: &Tensor,
+        targets: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let g = grad.contiguous()?;
+        let dx = logits.contiguous()?.apply_op2_no_bwd(
+            &targets.contiguous()?,
+            &TokenLogprobBwd {
+                inv_temp: self.inv_temp,
+                g,
+            },
+        )?;
+        Ok((Some(dx), None))
+    }
+}
+
+/// `(logits, targets) -> dlogits` of [`token_logprob`] for output gradient `g`.
+struct TokenLogprobBwd {
+    inv_temp: f32,
+    g: Tensor,
+}
+
+// Not an `F32Op2` either: u32 targets, as in the forward.
+impl CustomOp2 for TokenLogprobBwd {
+    fn name(&self) -> &'static str {
+        "rlprof-token-logprob-bwd"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let tg = u32_values(s2, l2, "token_logprob backward")?;
+        let (x, v) = logits_rows(s1, l1, tg, "token_logprob backward")?;
+        let g = self.g.flatten_all()?.to_vec1::<f32>()?;
+        if g.len() != tg.len() {
+            candle_core::bail!(
+                "token_logprob backward: {} grads, {} rows",
+                g.len(),
+                tg.len()
+            )
+        }
+        let mut out = vec![0f32; x.len()];
+        for (((row, dr), &t), &gv) in x
+            .chunks_exact(v)
+            .zip(out.chunks_exact_mut(v))
+            .zip(tg)
+            .zip(&g)
+        {
+            let (m, lse) = lse_parts(row, self.inv_temp);
+            let c = gv * self.inv_temp;
+            for (d, &xv) in dr.iter_mut().zip(row) {
+                *d = -c * (xv * self.inv_temp - m - lse).exp();
+            }
+            dr[t as usize] += c;
+        }
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+}
+
+/// Entropy of `softmax(logits * inv_temp)` over the last dimension, `[..]`, one pass,
+/// differentiable: with `z = logits * inv_temp`, `dz_i = -g * p_i * (log p_i + H)`.
+pub fn entropy(logits: &Tensor, inv_temp: f32) -> Result<Tensor> {
+    logits.contiguous()?.apply_op1(tagged(Entropy { inv_temp }))
+}
+
+struct Entropy {
+    inv_temp: f32,
+}
+
+/// `(H, log-sum-exp parts)` of one row.
+#[inline(always)]
+fn row_entropy(row: &[f32], inv_temp: f32) -> (f32, f32, f32) {
+    let (m, lse) = lse_parts(row, inv_temp);
+    let h = -row
+        .iter()
+        .map(|&v| {
+            let lp = v * inv_temp - m - lse;
+            lp.exp() * lp
+        })
+        .sum::<f32>();
+    (h, m, lse)
+}
+
+impl F32Op1 for Entropy {
+    fn op(&self) -> &'static str {
+        "entropy"
+    }
+
+    fn f(&self, x: Rows<'_>) -> Result<Vec<f32>> {
+        let (x, v) = (x.data, x.d);
+        let out = x
+            .chunks_exact(v)
+            .map(|row| row_entropy(row, self.inv_temp).0)
+            .collect();
+        Ok(out)
+    }
+
+    /// The logits' shape less the vocabulary dimension.
+    fn shape(&self, l: &Layout) -> Shape {
+        let dims = l.dims();
+        Shape::from(&dims[..dims.len() - 1])
+    }
+}
+
+impl CustomOp1 for Entropy {
+    fn name(&self) -> &'static str {
+        "rlprof-entropy"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        self.map(s, l)
+    }
+
+    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
+        let g = grad.contiguous()?.unsqueeze(candle_core::D::Minus1)?;
+        Ok(Some(arg.contiguous()?.apply_op2_no_bwd(
+            &g,
+            &EntropyBwd {
+                inv_temp: self.inv_temp,
+            },
+        )?))
+    }
+}
+
+/// `(logits, g [.., 1]) -> dlogits` of [`entropy`].
+struct EntropyBwd {
+    inv_temp: f32,
+}
+
+impl F32Op2 for EntropyBwd {
+    fn op(&self) -> &'static str {
+        "entropy backward"
+    }
+
+    fn f(&self, x: Rows<'_>, g: Rows<'_>) -> Result<Vec<f32>> {
+        let (l1, x, v, g) = (x.layout, x.data, x.d, g.data);
+        if g.len() * v != x.len() {
+            candle_core::bail!("entropy backward: {} grads for {:?}", g.len(), l1.dims())
+        }
+        let mut out = vec![0f32; x.len()];
+        for ((row, dr), &gv) in x.chunks_exact(v).zip(out.chunks_exact_mut(v)).zip(g) {
+            let (h, m, lse) = row_entropy(row, self.inv_temp);
+            let c = -gv * self.inv_temp;
+            for (d, &xv) in dr.iter_mut().zip(row) {
+                let lp = xv * self.inv_temp - m - lse;
+                *d = c * lp.exp() * (lp + h);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl CustomOp2 for EntropyBwd {
+    fn name(&self) -> &'static str {
+        "rlprof-entropy-bwd"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        self.map(s1, l1, s2, l2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::{check, var};
+    use super::*;
+    use candle_core::{D, Device};
+
+    #[test]
+    fn token_logprob_and_entropy_match_log_softmax_gather() {
+        let (b, r, v) = (3, 4, 7);
+        let x = var(&[b, r, v], 2.0);
+        let tg: Vec<u32> = (0..(b * r) as u32)
+            .map(|i| (i * 5 + 1) % v as u32)
+            .collect();
+        let targets = Tensor::from_vec(tg, (b, r), &Device::Cpu).unwrap();
+        for temp in [1.0f32, 0.7] {
+            let composed_lsm = |x: &Tensor| {
+                let z = x.affine(1.0 / temp as f64, 0.0).unwrap();
+                candle_nn::ops::log_softmax(&z, D::Minus1).unwrap()
+            };
+            check(
+                &[&x],
+                |ts| token_logprob(ts[0], &targets, 1.0 / temp).unwrap(),
+                |ts| {
+                    composed_lsm(ts[0])
+                        .gather(&targets.unsqueeze(D::Minus1).unwrap(), D::Minus1)
+                        .unwrap()
+                        .squeeze(D::Minus1)
+                        .unwrap()
+                },
+                1e-5,
+            );
+            check(
+                &[&x],
+                |ts| entropy(ts[0], 1.0 / temp).unwrap(),
+                |ts| {
+                    let lsm = composed_lsm(ts[0]);
+                    lsm.exp()
+                        .unwrap()
+                        .mul(&lsm)
+                        .unwrap()
+                        .sum(D::Minus1)
+                        .unwrap()
+                        .neg()
+                        .unwrap()
+                },
+                1e-5,
+            );
+        }
+    }
+}

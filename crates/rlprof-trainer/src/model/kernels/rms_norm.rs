@@ -1,0 +1,211 @@
+//! The fused RMSNorm ([`rms_norm`]) and its two backward kernels (input and weight gradients).
+
+use super::{F32Op2, F32Op3, Rows, supported};
+use crate::model::autograd::tagged;
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, D, Layout, Result, Shape, Tensor};
+
+/// RMSNorm over the last dimension, `y = x / sqrt(mean(x^2) + eps) * w`, differentiable in `x` and
+/// `w`. Backward with `n = x * inv`: `dx = inv * (g*w - n * mean(g*w*n))`, `dw = sum_rows(g * n)`.
+pub fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
+    if supported(x) {
+        x.contiguous()?
+            .apply_op2(&w.contiguous()?, tagged(RmsNorm { eps }))
+    } else {
+        let inv = x
+            .sqr()?
+            .mean_keepdim(D::Minus1)?
+            .affine(1.0, f64::from(eps))?
+            .sqrt()?
+            .recip()?;
+        x.broadcast_mul(&inv)?.broadcast_mul(w)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct RmsNorm {
+    eps: f32,
+}
+
+/// `1 / sqrt(mean(row^2) + eps)`.
+fn inv_rms(row: &[f32], eps: f32) -> f32 {
+    let ms = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
+    1.0 / (ms + eps).sqrt()
+}
+
+impl F32Op2 for RmsNorm {
+    fn op(&self) -> &'static str {
+        "rms_norm"
+    }
+
+    fn f(&self, x: Rows<'_>, w: Rows<'_>) -> Result<Vec<f32>> {
+        let (x, d, w) = (x.data, x.d, w.data);
+        if w.len() != d {
+            candle_core::bail!("rms_norm: weight has {} elements, rows {d}", w.len())
+        }
+        let mut out = vec![0f32; x.len()];
+        for (xr, yr) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+            let inv = inv_rms(xr, self.eps);
+            for ((y, &v), &wv) in yr.iter_mut().zip(xr).zip(w) {
+                *y = v * inv * wv;
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl CustomOp2 for RmsNorm {
+    fn name(&self) -> &'static str {
+        "rlprof-rms-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        self.map(s1, l1, s2, l2)
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let (g, x, w) = (grad.contiguous()?, x.contiguous()?, w.contiguous()?);
+        let dx = g.apply_op3_no_bwd(&x, &w, &RmsNormBwdX(*self))?;
+        let dw = g.apply_op2_no_bwd(&x, &RmsNormBwdW(*self))?;
+        Ok((Some(dx), Some(dw)))
+    }
+}
+
+/// `(g, x, w) -> dx` of [`rms_norm`].
+struct RmsNormBwdX(RmsNorm);
+
+impl F32Op3 for RmsNormBwdX {
+    fn op(&self) -> &'static str {
+        "rms_norm backward"
+    }
+
+    fn f(&self, g: Rows<'_>, x: Rows<'_>, w: Rows<'_>) -> Result<Vec<f32>> {
+        let (g, d, x, w) = (g.data, g.d, x.data, w.data);
+        let mut out = vec![0f32; g.len()];
+        for ((gr, xr), dr) in g
+            .chunks_exact(d)
+            .zip(x.chunks_exact(d))
+            .zip(out.chunks_exact_mut(d))
+        {
+            let inv = inv_rms(xr, self.0.eps);
+            // mean(g * w * n) with n = x * inv
+            let dot = gr
+                .iter()
+                .zip(xr)
+                .zip(w)
+                .map(|((gv, xv), wv)| gv * wv * xv)
+                .sum::<f32>()
+                * inv
+                / d as f32;
+            for (((o, &gv), &xv), &wv) in dr.iter_mut().zip(gr).zip(xr).zip(w) {
+                *o = inv * (gv * wv - xv * inv * dot);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl CustomOp3 for RmsNormBwdX {
+    fn name(&self) -> &'static str {
+        "rlprof-rms-norm-bwd-x"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        self.map(s1, l1, s2, l2, s3, l3)
+    }
+}
+
+/// `(g, x) -> dw` of [`rms_norm`]: the column sums of `g * n`.
+struct RmsNormBwdW(RmsNorm);
+
+impl F32Op2 for RmsNormBwdW {
+    fn op(&self) -> &'static str {
+        "rms_norm backward"
+    }
+
+    fn f(&self, g: Rows<'_>, x: Rows<'_>) -> Result<Vec<f32>> {
+        let (g, d, x) = (g.data, g.d, x.data);
+        let mut dw = vec![0f32; d];
+        for (gr, xr) in g.chunks_exact(d).zip(x.chunks_exact(d)) {
+            let inv = inv_rms(xr, self.0.eps);
+            for ((o, &gv), &xv) in dw.iter_mut().zip(gr).zip(xr) {
+                *o += gv * xv * inv;
+            }
+        }
+        Ok(dw)
+    }
+
+    /// `[D]`, the weight's shape.
+    fn shape(&self, l1: &Layout, _l2: &Layout) -> Shape {
+        Shape::from(*l1.dims().last().unwrap_or(&1))
+    }
+}
+
+impl CustomOp2 for RmsNormBwdW {
+    fn name(&self) -> &'static str {
+        "rlprof-rms-norm-bwd-w"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        self.map(s1, l1, s2, l2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::{check, var};
+    use super::*;
+
+    #[test]
+    fn rms_norm_matches_the_composed_form() {
+        let (x, w) = (var(&[2, 5, 16], 2.0), var(&[16], 1.0));
+        let composed = |t: &[&Tensor]| {
+            let inv = t[0]
+                .sqr()
+                .unwrap()
+                .mean_keepdim(D::Minus1)
+                .unwrap()
+                .affine(1.0, 1e-6)
+                .unwrap()
+                .sqrt()
+                .unwrap()
+                .recip()
+                .unwrap();
+            t[0].broadcast_mul(&inv)
+                .unwrap()
+                .broadcast_mul(t[1])
+                .unwrap()
+        };
+        check(
+            &[&x, &w],
+            |t| rms_norm(t[0], t[1], 1e-6).unwrap(),
+            composed,
+            1e-4,
+        );
+    }
+}
