@@ -25,6 +25,7 @@ use crate::analyse::{find_collections, raw_files};
 use crate::decode::{Event, Index};
 use crate::error::ExportError;
 use crate::staging::write_atomic;
+use rlprof_profiler::metrics::bandwidth_gbps;
 use rlprof_profiler::record::RangeCat;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -288,10 +289,6 @@ fn rank_step(rank: u32, step: u64, acc: StepAcc) -> RankStep {
     }
 }
 
-fn gbps(bytes: u64, ns: u64) -> Option<f64> {
-    (ns > 0).then(|| bytes as f64 / ns as f64)
-}
-
 /// Share of an op's bytes each rank sends to its ring neighbour.
 fn ring_share(op: &str, n: u32) -> f64 {
     let n = n.max(1) as f64;
@@ -353,7 +350,7 @@ impl CommTotals {
                 time_ms: ms(a.time),
                 wait_ms: ms(a.wait),
                 transit_ms: ms(transit),
-                bandwidth_gbps: gbps(a.bytes, transit),
+                bandwidth_gbps: bandwidth_gbps(a.bytes, transit),
             });
             if world > 1 && op != "barrier" {
                 let bytes = (a.bytes as f64 * ring_share(op, world)).round() as u64;
@@ -363,7 +360,7 @@ impl CommTotals {
                     dst: (rank + 1) % world,
                     bytes,
                     transit_ms: ms(transit),
-                    bandwidth_gbps: gbps(bytes, transit),
+                    bandwidth_gbps: bandwidth_gbps(bytes, transit),
                     method: "ring estimate".into(),
                 });
             }
@@ -376,7 +373,7 @@ impl CommTotals {
                 dst: *dst,
                 bytes: a.bytes,
                 transit_ms: ms(transit),
-                bandwidth_gbps: gbps(a.bytes, transit),
+                bandwidth_gbps: bandwidth_gbps(a.bytes, transit),
                 method: "measured".into(),
             });
         }
@@ -395,9 +392,7 @@ pub fn slowest(steps: &[RankStep]) -> Option<Slowest> {
         return None;
     }
     let mean: Vec<(u32, f64)> = per.iter().map(|(r, (b, n))| (*r, b / *n as f64)).collect();
-    let &(rank, busy) = mean
-        .iter()
-        .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))?;
+    let (rank, busy) = rlprof_profiler::metrics::slowest(mean.iter().copied())?;
     let others: Vec<f64> = mean.iter().filter(|m| m.0 != rank).map(|m| m.1).collect();
     let others_busy = others.iter().sum::<f64>() / others.len() as f64;
     let gap = busy - others_busy;

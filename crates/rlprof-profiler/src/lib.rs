@@ -26,6 +26,7 @@ pub mod device;
 pub mod error;
 pub mod finish_hook;
 pub mod intern;
+pub mod metrics;
 pub mod nsys;
 pub mod nvtx;
 pub mod plan;

@@ -830,22 +830,23 @@ fn breakdown(
     rows
 }
 
+/// Marks, in each (job, run, step), the rank with the longest time
+/// ([`rlprof_profiler::metrics::slowest`], the definition `analyse --cluster` uses too).
 fn mark_slowest(rows: &mut [StepRow]) {
-    let mut best: HashMap<(String, String, String), (u64, usize, usize)> = HashMap::new();
+    let mut groups: HashMap<(&str, &str, &str), Vec<usize>> = HashMap::new();
     for (i, r) in rows.iter().enumerate() {
-        let e = best
-            .entry((r.job.clone(), r.run.clone(), r.step.clone()))
-            .or_insert((0, i, 0));
-        e.2 += 1;
-        if r.time_ns() >= e.0 {
-            e.0 = r.time_ns();
-            e.1 = i;
-        }
+        groups.entry((&r.job, &r.run, &r.step)).or_default().push(i);
     }
-    for (_, i, n) in best.into_values() {
-        if n > 1 {
-            rows[i].slowest = true;
-        }
+    let marks: Vec<usize> = groups
+        .into_values()
+        .filter_map(|ix| {
+            let figures = ix.iter().map(|&i| (rows[i].rank, rows[i].time_ns() as f64));
+            let (rank, _) = rlprof_profiler::metrics::slowest(figures)?;
+            ix.into_iter().find(|&i| rows[i].rank == rank)
+        })
+        .collect();
+    for i in marks {
+        rows[i].slowest = true;
     }
 }
 
@@ -964,7 +965,8 @@ fn comm(profiles: &[Profile]) -> Vec<CommRow> {
                 bytes,
                 total_ns: total,
                 wait_ns: wait,
-                bandwidth_gbps: bytes.filter(|_| busy > 0).map(|b| b as f64 / busy as f64),
+                bandwidth_gbps: bytes
+                    .and_then(|b| rlprof_profiler::metrics::bandwidth_gbps(b, busy)),
                 bandwidth_includes_wait: wait.is_none(),
             });
         }
