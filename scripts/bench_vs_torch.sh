@@ -17,7 +17,8 @@ import glob, json, statistics, sys
 f = sorted(glob.glob(sys.argv[1] + "/metrics-*.jsonl"))[-1]
 rows = [json.loads(l) for l in open(f)][1:]
 print("rlprof", json.dumps({k: round(1e3 * statistics.median(r["timing_s/" + k] for r in rows), 2)
-                            for k in ["gen", "old_log_prob", "ref", "update_actor", "step"]}))
+                            for k in ["gen", "old_log_prob", "ref", "update_actor", "step"]
+                            if "timing_s/" + k in rows[0]}))
 PY
   rm -rf "$d"
 done

@@ -159,6 +159,9 @@ pub struct RolloutConfig {
     pub log_prob_micro_batch_size_per_gpu: usize,
     /// Generate `max_response_length` tokens regardless of EOS.
     pub ignore_eos: bool,
+    /// Record each sampled token's log-prob at generation (`rollout_log_probs`; verl's
+    /// `calculate_log_probs`, default true in verl 0.9.1).
+    pub calculate_log_probs: bool,
 }
 
 /// DAPO dynamic sampling (`algorithm.filter_groups`).
@@ -192,6 +195,22 @@ pub struct AlgorithmConfig {
     pub norm_adv_by_std_in_grpo: bool,
     /// Dynamic sampling.
     pub filter_groups: FilterGroups,
+    /// `algorithm.rollout_correction`.
+    pub rollout_correction: RolloutCorrection,
+}
+
+/// `algorithm.rollout_correction`: off-policy correction between the rollout and the actor.
+#[derive(Debug, Clone)]
+pub struct RolloutCorrection {
+    /// Old log-probs are the rollout's own (`rollout_log_probs`), so `compute_log_prob` is
+    /// skipped (verl's bypass mode, "2 policies").
+    pub bypass_mode: bool,
+    /// The loss of bypass mode (`ppo_clip` is implemented).
+    pub loss_type: String,
+    /// Importance-weighting level as written (not implemented).
+    pub rollout_is: Option<String>,
+    /// Rejection-sampling mode as written (not implemented).
+    pub rollout_rs: Option<String>,
 }
 
 /// `trainer`.
@@ -312,6 +331,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "do_sample",
             "ignore_eos",
             "log_prob_micro_batch_size_per_gpu",
+            "calculate_log_probs",
             "profiler",
         ],
     ),
@@ -327,7 +347,12 @@ const KNOWN: &[(&str, &[&str])] = &[
             "filter_groups",
             "gamma",
             "lam",
+            "rollout_correction",
         ],
+    ),
+    (
+        "algorithm.rollout_correction",
+        &["bypass_mode", "loss_type", "rollout_is", "rollout_rs"],
     ),
     (
         "algorithm.filter_groups",
@@ -581,13 +606,15 @@ impl TrainConfig {
 
     /// What `config check` accepts but `train` cannot run yet (one line each).
     pub fn start_errors(&self) -> Vec<String> {
-        match self.algorithm.adv_estimator_name.as_str() {
+        let mut e = match self.algorithm.adv_estimator_name.as_str() {
             "grpo" => Vec::new(),
             "gae" => self.critic.start_errors(self.model.path.as_deref()),
             other => vec![format!(
                 "algorithm.adv_estimator: '{other}' is a verl estimator this trainer does not implement; use algorithm.adv_estimator=grpo or gae"
             )],
-        }
+        };
+        e.extend(self.algorithm.rollout_correction.start_errors());
+        e
     }
 
     /// Number of ranks.
@@ -612,6 +639,12 @@ impl TrainConfig {
         if mini > bs || !bs.is_multiple_of(mini) {
             errors.push(format!(
                 "{AAR}.actor.ppo_mini_batch_size: {mini} must divide data.train_batch_size ({bs})"
+            ));
+        }
+        if self.algorithm.rollout_correction.bypass_mode && !self.rollout.calculate_log_probs {
+            errors.push(format!(
+                "algorithm.rollout_correction.bypass_mode: true takes the old log-probs from the \
+                 rollout, which needs {AAR}.rollout.calculate_log_probs: true (it is false)"
             ));
         }
         if self.overlong.enable && self.overlong.len >= self.data.max_response_length {
@@ -845,6 +878,7 @@ fn read_rollout(r: &mut Reader) -> RolloutConfig {
         ignore_eos: r.boolean(&format!("{p}.ignore_eos"), false),
         log_prob_micro_batch_size_per_gpu: r
             .size(&format!("{p}.log_prob_micro_batch_size_per_gpu"), 32),
+        calculate_log_probs: r.boolean(&format!("{p}.calculate_log_probs"), true),
     }
 }
 
@@ -874,6 +908,50 @@ fn read_algorithm(r: &mut Reader) -> AlgorithmConfig {
         adv_estimator_name: name,
         norm_adv_by_std_in_grpo: r.boolean("algorithm.norm_adv_by_std_in_grpo", true),
         filter_groups: filter,
+        rollout_correction: read_rollout_correction(r),
+    }
+}
+
+/// `algorithm.rollout_correction`, as verl accepts it; what this trainer does not implement
+/// (importance weighting, rejection sampling, the REINFORCE loss) is refused at start.
+fn read_rollout_correction(r: &mut Reader) -> RolloutCorrection {
+    const P: &str = "algorithm.rollout_correction";
+    let set = |key: &str| r.get(&format!("{P}.{key}")).map(|v| v.show());
+    let (rollout_is, rollout_rs) = (set("rollout_is"), set("rollout_rs"));
+    RolloutCorrection {
+        bypass_mode: r.boolean(&format!("{P}.bypass_mode"), false),
+        loss_type: r.choice(
+            &format!("{P}.loss_type"),
+            "ppo_clip",
+            &["ppo_clip", "reinforce"],
+        ),
+        rollout_is,
+        rollout_rs,
+    }
+}
+
+impl RolloutCorrection {
+    /// Why `train` cannot run this setting; empty when it can.
+    fn start_errors(&self) -> Vec<String> {
+        const P: &str = "algorithm.rollout_correction";
+        let mut e = Vec::new();
+        for (key, v) in [
+            ("rollout_is", &self.rollout_is),
+            ("rollout_rs", &self.rollout_rs),
+        ] {
+            if let Some(v) = v {
+                e.push(format!(
+                    "{P}.{key}: {v} is a verl setting this trainer does not implement; use null"
+                ));
+            }
+        }
+        if self.bypass_mode && self.loss_type != "ppo_clip" {
+            e.push(format!(
+                "{P}.loss_type: '{}' is a verl loss this trainer does not implement; use ppo_clip",
+                self.loss_type
+            ));
+        }
+        e
     }
 }
 

@@ -36,8 +36,12 @@ pub struct Sample {
     pub reward: f32,
     /// Advantage.
     pub adv: f32,
-    /// Log-probs at rollout time (`compute_log_prob`).
+    /// Old log-probs of the update's ratio: `compute_log_prob`'s, or the rollout's own in
+    /// bypass mode.
     pub old_logp: Vec<f32>,
+    /// Log-probs of the sampled tokens as generation drew them (`rollout_log_probs`; empty
+    /// unless `rollout.calculate_log_probs`).
+    pub rollout_logp: Vec<f32>,
     /// Reference log-probs (`compute_ref_log_prob`).
     pub ref_logp: Vec<f32>,
     /// Per-token advantages (GAE); empty: `adv` on every token (GRPO).
@@ -47,6 +51,9 @@ pub struct Sample {
     /// GAE returns per response token.
     pub returns: Vec<f32>,
 }
+
+/// Decoded rows: the tokens of each row and, when asked for, their log-probs (else empty rows).
+pub type Decoded = (Vec<Vec<u32>>, Vec<Vec<f32>>);
 
 /// Sampling settings of one generation call.
 #[derive(Debug, Clone, Copy)]
@@ -199,11 +206,14 @@ impl<C: Communicator> Engine<C> {
             }
         }
         let prompt_ids: Vec<Vec<u32>> = rows.iter().map(|(_, ids)| ids.clone()).collect();
-        let responses = self.generate_rows(&self.rollout_model, &prompt_ids, s, row_base)?;
+        let logp = self.cfg.rollout.calculate_log_probs;
+        let (responses, logps) =
+            self.decode_rows(&self.rollout_model, &prompt_ids, s, row_base, logp)?;
         Ok(rows
             .into_iter()
             .zip(responses)
-            .map(|((group, prompt_ids), response)| Sample {
+            .zip(logps)
+            .map(|(((group, prompt_ids), response), rollout_logp)| Sample {
                 group,
                 prompt_ids,
                 response,
@@ -211,6 +221,7 @@ impl<C: Communicator> Engine<C> {
                 reward: 0.0,
                 adv: 0.0,
                 old_logp: Vec::new(),
+                rollout_logp,
                 ref_logp: Vec::new(),
                 token_adv: Vec::new(),
                 values: Vec::new(),
@@ -227,9 +238,23 @@ impl<C: Communicator> Engine<C> {
         s: Sampling,
         row_base: usize,
     ) -> Result<Vec<Vec<u32>>> {
+        Ok(self.decode_rows(model, prompts, s, row_base, false)?.0)
+    }
+
+    /// [`Engine::generate_rows`], with each sampled token's log-prob at the rollout temperature
+    /// over the whole vocabulary (what `compute_log_prob` computes, from the KV-cached pass)
+    /// when `logp`; otherwise the second list holds empty rows.
+    pub fn decode_rows(
+        &self,
+        model: &Transformer,
+        prompts: &[Vec<u32>],
+        s: Sampling,
+        row_base: usize,
+        logp: bool,
+    ) -> Result<Decoded> {
         let b = prompts.len();
         if b == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let p = prompts.iter().map(|r| r.len()).max().unwrap_or(0).max(1);
         let pad = self.tok.pad_id;
@@ -264,17 +289,22 @@ impl<C: Communicator> Engine<C> {
             model.forward_last(&ids_tensor(&ids, &self.device)?, &attn, Some(&mut cache))?
         };
         let sampler = name!("sampler");
+        let temp = self.cfg.rollout.temperature;
         let mut next = h!("sample", sampler, logits.elem_count() * 4, {
-            sample_rows(&logits, s, &mut rngs)
+            sample_rows(&logits, s, &mut rngs, logp.then_some(temp))
         })?;
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); b];
+        let mut out_logp: Vec<Vec<f32>> = vec![Vec::new(); b];
         let mut done = vec![false; b];
         for t in 0..s.max_tokens {
             let finished = h!("stop_check", sampler, b * 4, {
                 for i in 0..b {
                     if !done[i] {
-                        out[i].push(next[i]);
-                        done[i] = !s.ignore_eos && next[i] == self.tok.eos_id;
+                        out[i].push(next.0[i]);
+                        if logp {
+                            out_logp[i].push(next.1[i]);
+                        }
+                        done[i] = !s.ignore_eos && next.0[i] == self.tok.eos_id;
                     }
                 }
                 t + 1 == s.max_tokens || done.iter().all(|d| *d)
@@ -290,7 +320,7 @@ impl<C: Communicator> Engine<C> {
                     v.push(!d);
                 }
                 let step_ids: Vec<Vec<u32>> = (0..b)
-                    .map(|i| vec![if done[i] { pad } else { next[i] }])
+                    .map(|i| vec![if done[i] { pad } else { next.0[i] }])
                     .collect();
                 Ok::<_, candle_core::Error>((
                     ids_tensor(&step_ids, &self.device)?,
@@ -299,10 +329,10 @@ impl<C: Communicator> Engine<C> {
             })?;
             let logits = model.forward_last(&ids_t, &attn, Some(&mut cache))?;
             next = h!("sample", sampler, logits.elem_count() * 4, {
-                sample_rows(&logits, s, &mut rngs)
+                sample_rows(&logits, s, &mut rngs, logp.then_some(temp))
             })?;
         }
-        Ok(out)
+        Ok((out, out_logp))
     }
 
     /// Greedy decoding without a KV cache (reference for the cache-equality test).
@@ -504,6 +534,7 @@ impl<C: Communicator> Engine<C> {
                 reward: 0.0,
                 adv: 0.0,
                 old_logp: Vec::new(),
+                rollout_logp: Vec::new(),
                 ref_logp: Vec::new(),
                 token_adv: Vec::new(),
                 values: Vec::new(),
@@ -962,13 +993,37 @@ fn argmax(row: &[f32]) -> u32 {
     best as u32
 }
 
-fn sample_rows(logits: &Tensor, s: Sampling, rngs: &mut [StdRng]) -> Result<Vec<u32>> {
+/// One token per row of `logits` `[B, 1, V]`, and with `logp_temp`, each token's log-prob at
+/// that temperature (else an empty list).
+fn sample_rows(
+    logits: &Tensor,
+    s: Sampling,
+    rngs: &mut [StdRng],
+    logp_temp: Option<f32>,
+) -> Result<(Vec<u32>, Vec<f32>)> {
     let rows = logits.squeeze(1)?.to_vec2::<f32>()?;
-    Ok(rows
+    let tokens: Vec<u32> = rows
         .iter()
         .zip(rngs.iter_mut())
         .map(|(row, rng)| sample_token(row, s, rng))
-        .collect())
+        .collect();
+    let logps = match logp_temp {
+        Some(temp) => rows
+            .iter()
+            .zip(&tokens)
+            .map(|(row, &t)| token_logprob_at(row, t, temp))
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok((tokens, logps))
+}
+
+/// `log_softmax(logits / temp)[token]` over the whole row, as the log-prob passes compute it.
+pub fn token_logprob_at(logits: &[f32], token: u32, temp: f32) -> f32 {
+    let inv = 1.0 / temp;
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) * inv;
+    let sum: f32 = logits.iter().map(|&l| (l * inv - max).exp()).sum();
+    logits[token as usize] * inv - max - sum.ln()
 }
 
 /// Draws one token: greedy, or temperature + top-k + top-p sampling.

@@ -340,11 +340,18 @@ fn rl_step<C: Communicator>(
             break;
         }
     }
-    timed(&mut timing, "old_log_prob", || {
-        let _call = rp.role_call(RoleCall::ComputeLogProb);
-        let _ph = phase("old_log_prob");
-        eng.log_probs(&mut samples, false)
-    })?;
+    if cfg.algorithm.rollout_correction.bypass_mode {
+        // verl's bypass mode: the rollout's log-probs are the old policy's; no recompute.
+        for s in &mut samples {
+            s.old_logp = s.rollout_logp.clone();
+        }
+    } else {
+        timed(&mut timing, "old_log_prob", || {
+            let _call = rp.role_call(RoleCall::ComputeLogProb);
+            let _ph = phase("old_log_prob");
+            eng.log_probs(&mut samples, false)
+        })?;
+    }
     if cfg.actor.use_kl_loss {
         timed(&mut timing, "ref", || {
             let _call = rp.role_call(RoleCall::ComputeRefLogProb);
@@ -390,6 +397,9 @@ fn rl_step<C: Communicator>(
     let step_s = t_step.elapsed().as_secs_f64();
     timing.insert("step".into(), step_s);
     let mut m = step_metrics(eng, step, &samples, &stats, timing, gen_batches, val)?;
+    if cfg.rollout.calculate_log_probs && !cfg.algorithm.rollout_correction.bypass_mode {
+        m.values.extend(rollout_probs_diff(eng, &samples)?);
+    }
     if let Some(cs) = critic_stats {
         m.values
             .extend(cs.metrics().iter().map(|(k, v)| (k.to_string(), *v)));
@@ -407,6 +417,70 @@ fn timed<T>(
     let out = f()?;
     *timing.entry(key.to_string()).or_insert(0.0) += t.elapsed().as_secs_f64();
     Ok(out)
+}
+
+/// verl's rollout-vs-actor debug metrics (`verl.utils.debug.metrics.calculate_debug_metrics`):
+/// `|p_actor - p_rollout|` over every response token of the whole batch (max, mean, sample
+/// std) and the Pearson correlation of the two probabilities, where `p = exp(log-prob)` of the
+/// old (recomputed) and the rollout's log-probs.
+fn rollout_probs_diff<C: Communicator>(
+    eng: &Engine<C>,
+    samples: &[Sample],
+) -> Result<Vec<(String, f64)>> {
+    // (p_actor, p_rollout, |difference|) per response token.
+    let points: Vec<[f64; 3]> = samples
+        .iter()
+        .flat_map(|s| s.old_logp.iter().zip(&s.rollout_logp))
+        .map(|(&a, &r)| {
+            let (x, y) = (f64::from(a.exp()), f64::from(r.exp()));
+            [x, y, (x - y).abs()]
+        })
+        .collect();
+    // Two passes over the ranks, means first, then centred sums: the collectives carry f32,
+    // and raw sums of squares would cancel.
+    let mut first = [points.len() as f32, 0.0, 0.0, 0.0];
+    for p in &points {
+        for (acc, v) in first[1..].iter_mut().zip(p) {
+            *acc += *v as f32;
+        }
+    }
+    eng.comm.all_reduce_sum(&mut first)?;
+    let n = f64::from(first[0]);
+    if n < 1.0 {
+        return Ok(vec![("training/rollout_probs_diff_valid".into(), 0.0)]);
+    }
+    let [mx, my, md] = [1, 2, 3].map(|i| f64::from(first[i]) / n);
+    let mut second = [0f32; 4];
+    let mut max = 0f64;
+    for &[x, y, d] in &points {
+        let (cx, cy, cd) = (x - mx, y - my, d - md);
+        for (acc, v) in second.iter_mut().zip([cd * cd, cx * cx, cy * cy, cx * cy]) {
+            *acc += v as f32;
+        }
+        max = max.max(d);
+    }
+    eng.comm.all_reduce_sum(&mut second)?;
+    let mut maxes = vec![0f32; eng.comm.world_size()];
+    eng.comm.all_gather(&[max as f32], &mut maxes)?;
+    let [sdd, sxx, syy, sxy] = second.map(f64::from);
+    let std = if n > 1.0 {
+        (sdd / (n - 1.0)).sqrt()
+    } else {
+        f64::NAN
+    };
+    Ok(vec![
+        ("training/rollout_probs_diff_valid".into(), 1.0),
+        (
+            "training/rollout_probs_diff_max".into(),
+            f64::from(maxes.iter().copied().fold(0f32, f32::max)),
+        ),
+        ("training/rollout_probs_diff_mean".into(), md),
+        ("training/rollout_probs_diff_std".into(), std),
+        (
+            "training/rollout_actor_probs_pearson_corr".into(),
+            sxy / (sxx * syy).sqrt(),
+        ),
+    ])
 }
 
 /// Greedy accuracy on the validation prompts every `trainer.test_freq` steps.

@@ -96,6 +96,7 @@ fn non_finite_loss_is_an_error_naming_the_step() {
         reward: 1.0,
         adv: 1.0,
         old_logp: vec![0.0; resp.len()],
+        rollout_logp: vec![],
         ref_logp: vec![0.0; resp.len()],
         token_adv: vec![],
         values: vec![],

@@ -64,6 +64,7 @@ fn sample(eng: &Engine<InProcess>, p: &str, r: &str) -> Sample {
         reward: 0.0,
         adv: 0.0,
         old_logp: vec![],
+        rollout_logp: vec![],
         ref_logp: vec![],
         token_adv: vec![],
         values: vec![],

@@ -45,6 +45,7 @@ fn global_batch<C: Communicator>(eng: &Engine<C>) -> Vec<Sample> {
                 reward: 0.0,
                 adv: *adv,
                 old_logp: vec![],
+                rollout_logp: vec![],
                 ref_logp: vec![],
                 token_adv: vec![],
                 values: vec![],
