@@ -6,11 +6,11 @@
 //! GAE itself (with `algorithm.gamma` / `lam`, advantages whitened over the global batch) runs
 //! between them.
 
-use crate::algo::{self, GlobalDenoms, ValueInputs};
+use crate::algo::{self, ValueInputs};
 use crate::comm::{Communicator, shard_len};
 use crate::engine::{
-    Engine, Sample, SeqBatch, Zero2, backward_into, loss_module, param_modules, split_even,
-    zero_grad,
+    Engine, Sample, SeqBatch, Zero2, backward_into, finite_loss, global_denoms, loss_module,
+    param_modules, split_even, zero_grad,
 };
 use crate::error::{Result, TrainerError};
 use crate::model::{ModelConfig, ParamStore, Transformer, autograd, score_head};
@@ -227,17 +227,8 @@ impl<C: Communicator> Engine<C> {
         for _epoch in 0..c.ppo_epochs {
             for mini in &minis {
                 let _it = iteration(IterKind::MiniBatch);
-                let mut d = [
-                    mini.iter().map(|s| s.response.len() as f32).sum::<f32>(),
-                    mini.len() as f32,
-                ];
-                self.comm.all_reduce_sum(&mut d)?;
-                if d[1] == 0.0 {
+                let Some(denoms) = global_denoms(&self.comm, mini)? else {
                     continue;
-                }
-                let denoms = GlobalDenoms {
-                    tokens: d[0].max(1.0),
-                    seqs: d[1],
                 };
                 let mut grads = zero_grad(critic.flat.len());
                 for micro in mini.chunks(c.ppo_micro_batch_size_per_gpu) {
@@ -268,14 +259,7 @@ impl<C: Communicator> Engine<C> {
                         })
                     })?;
                     let out = stats.expect("the loss region ran");
-                    let lv = loss.to_scalar::<f32>()?;
-                    if !lv.is_finite() {
-                        return Err(TrainerError::NonFinite {
-                            step,
-                            what: "critic loss",
-                            value: lv as f64,
-                        });
-                    }
+                    let lv = finite_loss(&loss, step, "critic loss")?;
                     backward_into(&loss, &critic.vars(), &critic.modules, &mut grads)?;
                     local[0] += lv;
                     local[1] += out.clipfrac;

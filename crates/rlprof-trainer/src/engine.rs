@@ -443,17 +443,8 @@ impl<C: Communicator> Engine<C> {
         for _epoch in 0..a.ppo_epochs {
             for mini in &minis {
                 let _it = iteration(IterKind::MiniBatch);
-                let mut d = [
-                    mini.iter().map(|s| s.response.len() as f32).sum::<f32>(),
-                    mini.len() as f32,
-                ];
-                self.comm.all_reduce_sum(&mut d)?;
-                if d[1] == 0.0 {
+                let Some(denoms) = global_denoms(&self.comm, mini)? else {
                     continue;
-                }
-                let denoms = GlobalDenoms {
-                    tokens: d[0].max(1.0),
-                    seqs: d[1],
                 };
                 let mut grads = zero_grad(self.flat.len());
                 for micro in mini.chunks(a.ppo_micro_batch_size_per_gpu) {
@@ -490,14 +481,7 @@ impl<C: Communicator> Engine<C> {
                         })
                     })?;
                     let out = stats.expect("the loss region ran");
-                    let lv = loss.to_scalar::<f32>()?;
-                    if !lv.is_finite() {
-                        return Err(TrainerError::NonFinite {
-                            step,
-                            what: "actor loss",
-                            value: lv as f64,
-                        });
-                    }
+                    finite_loss(&loss, step, "actor loss")?;
                     self.accumulate_grads(&loss, &mut grads)?;
                     local[0] += out.pg_loss;
                     local[1] += out.kl;
@@ -559,15 +543,7 @@ impl<C: Communicator> Engine<C> {
                     .sum_all()?
                     .affine(scale, 0.0))
             )?;
-            let lv = loss.to_scalar::<f32>()?;
-            if !lv.is_finite() {
-                return Err(TrainerError::NonFinite {
-                    step,
-                    what: "warm-up loss",
-                    value: lv as f64,
-                });
-            }
-            loss_sum[0] += lv;
+            loss_sum[0] += finite_loss(&loss, step, "warm-up loss")?;
             self.accumulate_grads(&loss, &mut grads)?;
         }
         self.apply_grads(&mut grads, 1.0, step)?;
@@ -991,6 +967,38 @@ fn argmax(row: &[f32]) -> u32 {
         }
     }
     best as u32
+}
+
+/// A mini-batch's loss denominators over all ranks (response tokens, sequences), as verl's
+/// global-batch loss aggregation takes them; `None` when no rank has a sequence in it. Shared by
+/// `update_actor` and `update_critic`.
+pub(crate) fn global_denoms<C: Communicator>(
+    comm: &C,
+    mini: &[Sample],
+) -> Result<Option<GlobalDenoms>> {
+    let mut d = [
+        mini.iter().map(|s| s.response.len() as f32).sum::<f32>(),
+        mini.len() as f32,
+    ];
+    comm.all_reduce_sum(&mut d)?;
+    Ok((d[1] != 0.0).then(|| GlobalDenoms {
+        tokens: d[0].max(1.0),
+        seqs: d[1],
+    }))
+}
+
+/// The value of a micro-batch's scalar loss; a non-finite one stops training with an error
+/// naming the step and `what`.
+pub(crate) fn finite_loss(loss: &Tensor, step: u64, what: &'static str) -> Result<f32> {
+    let v = loss.to_scalar::<f32>()?;
+    if !v.is_finite() {
+        return Err(TrainerError::NonFinite {
+            step,
+            what,
+            value: v as f64,
+        });
+    }
+    Ok(v)
 }
 
 /// One token per row of `logits` `[B, 1, V]`, and with `logp_temp`, each token's log-prob at

@@ -5,6 +5,8 @@ use rlprof_profiler::raw::RawSummary;
 use rlprof_profiler::record::{Kind, RangeCat};
 use std::path::{Path, PathBuf};
 
+mod support;
+
 const DEFAULT: &str = include_str!("../../../configs/grpo_default.yaml");
 
 fn rollout_raw(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -25,27 +27,14 @@ fn rollout_raw(dir: &Path, out: &mut Vec<PathBuf>) {
 fn rollout_collection(schedule: &[&str]) -> (u64, Vec<u64>) {
     let tmp = tempfile::tempdir().unwrap();
     let save = tmp.path().join("prof");
-    let mut overrides: Vec<String> = vec![
-        format!("global_profiler.save_path={}", save.display()),
-        "global_profiler.steps=[1]".into(),
-        "actor_rollout_ref.actor.profiler.all_ranks=False".into(),
-        "actor_rollout_ref.actor.profiler.ranks=[0]".into(),
-        "actor_rollout_ref.actor.profiler.tool_config.npu.discrete=True".into(),
-        "actor_rollout_ref.actor.profiler.tool_config.npu.analysis=False".into(),
-        "trainer.total_training_steps=1".into(),
-        "trainer.sft_warmup_steps=0".into(),
-        format!(
-            "trainer.default_local_dir={}",
-            tmp.path().join("ckpt").display()
-        ),
-        "data.train_batch_size=4".into(),
-        "data.max_response_length=16".into(),
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2".into(),
-        "actor_rollout_ref.rollout.n=2".into(),
-        "actor_rollout_ref.model.hidden_size=32".into(),
-        "actor_rollout_ref.model.num_hidden_layers=2".into(),
-        "actor_rollout_ref.model.intermediate_size=64".into(),
-    ];
+    let mut overrides = support::discrete_rank0_step(&save, &tmp.path().join("ckpt"));
+    overrides.extend(
+        [
+            "data.max_response_length=16",
+            "actor_rollout_ref.model.num_hidden_layers=2",
+        ]
+        .map(String::from),
+    );
     overrides.extend(schedule.iter().map(|s| s.to_string()));
     let doc = rlprof_profiler::config::load_document_str(DEFAULT, "default", &overrides).unwrap();
     let plan = rlprof_profiler::config::build_plan(&doc).unwrap();

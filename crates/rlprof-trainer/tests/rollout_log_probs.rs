@@ -11,6 +11,8 @@ use rlprof_trainer::job::build_engine;
 use rlprof_trainer::{RunSummary, TrainConfig};
 use std::path::Path;
 
+mod support;
+
 const DEFAULT: &str = include_str!("../../../configs/grpo_default.yaml");
 
 fn prompt(text: &str) -> Prompt {
@@ -74,24 +76,14 @@ fn rollout_log_probs_equal_the_recomputed_old_log_probs() {
 /// role-call directories of step 1.
 fn profiled_step(dir: &Path, extra: &[&str]) -> (RunSummary, Vec<String>) {
     let save = dir.join("prof");
-    let mut overrides: Vec<String> = vec![
-        format!("global_profiler.save_path={}", save.display()),
-        "global_profiler.steps=[1]".into(),
-        "actor_rollout_ref.actor.profiler.all_ranks=False".into(),
-        "actor_rollout_ref.actor.profiler.ranks=[0]".into(),
-        "actor_rollout_ref.actor.profiler.tool_config.npu.discrete=True".into(),
-        "actor_rollout_ref.actor.profiler.tool_config.npu.analysis=False".into(),
-        "trainer.total_training_steps=1".into(),
-        "trainer.sft_warmup_steps=0".into(),
-        format!("trainer.default_local_dir={}", dir.join("ckpt").display()),
-        "data.train_batch_size=4".into(),
-        "data.max_response_length=8".into(),
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2".into(),
-        "actor_rollout_ref.rollout.n=2".into(),
-        "actor_rollout_ref.model.hidden_size=32".into(),
-        "actor_rollout_ref.model.num_hidden_layers=1".into(),
-        "actor_rollout_ref.model.intermediate_size=64".into(),
-    ];
+    let mut overrides = support::discrete_rank0_step(&save, &dir.join("ckpt"));
+    overrides.extend(
+        [
+            "data.max_response_length=8",
+            "actor_rollout_ref.model.num_hidden_layers=1",
+        ]
+        .map(String::from),
+    );
     overrides.extend(extra.iter().map(|s| s.to_string()));
     let doc = load_document_str(DEFAULT, "default", &overrides).unwrap();
     let profiler = rlprof_profiler::Profiler::new(build_plan(&doc).unwrap());
