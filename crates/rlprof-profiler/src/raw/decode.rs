@@ -379,13 +379,30 @@ impl RawIndex {
     pub fn replay(
         &self,
         data: &[u8],
+        advanced: impl FnMut(u64),
+        f: impl FnMut(&Event, bool),
+    ) -> Result<(), ProfilerError> {
+        let (lo, hi) = (self.window.lo, self.window.hi);
+        if !VALIDATE {
+            self.replay_with(data, advanced, f, Unchecked)
+        } else if self.mapper.narrow_over(lo, hi) {
+            self.replay_with(data, advanced, f, Check::<true>::new(self.window))
+        } else {
+            self.replay_with(data, advanced, f, Check::<false>::new(self.window))
+        }
+    }
+
+    /// [`RawIndex::replay`] with `check` deciding which records are kept as they are.
+    fn replay_with(
+        &self,
+        data: &[u8],
         mut advanced: impl FnMut(u64),
         mut f: impl FnMut(&Event, bool),
+        check: impl TimeCheck,
     ) -> Result<(), ProfilerError> {
         let mut reader = SliceReader::new(data, &self.path)?.verified_prefix(self.valid_bytes);
         let mut pending: BTreeMap<u32, ([u8; RECORD_SIZE], u64)> = BTreeMap::new();
         let mut found = Findings::default();
-        let check = Check::new(self.window);
         loop {
             let at = reader.offset();
             let Some(chunk) = reader.next_ref() else {
@@ -424,7 +441,7 @@ impl RawIndex {
         prev: Option<([u8; RECORD_SIZE], u64)>,
         body: &[u8],
         first: u64,
-        check: Check,
+        check: impl TimeCheck,
         found: &mut Findings,
         f: &mut impl FnMut(&Event, bool),
     ) -> Option<([u8; RECORD_SIZE], u64)> {
@@ -475,18 +492,13 @@ impl RawIndex {
         b: &[u8; RECORD_SIZE],
         off: u64,
         xb: Option<&[u8; RECORD_SIZE]>,
-        check: Check,
+        check: impl TimeCheck,
         found: &mut Findings,
         f: &mut impl FnMut(&Event, bool),
     ) {
         let r = Record::from_bytes(b);
         let ext = xb.map(|x| Record::from_bytes(x));
-        let ev = if VALIDATE {
-            Event::decode_checked(thread, &r, ext.as_ref(), &self.mapper, check)
-        } else {
-            Event::decode_checked(thread, &r, ext.as_ref(), &self.mapper, Unchecked)
-        };
-        match ev {
+        match Event::decode_checked(thread, &r, ext.as_ref(), &self.mapper, check) {
             Some(e) => f(&e, xb.is_some()),
             // The record's bytes, not the record: they are in memory already.
             None if VALIDATE => self.rejected(thread, b, off, xb, found, f),
@@ -533,14 +545,18 @@ impl RawIndex {
 /// the clock window `[lo, lo + span]`, an interval's end not before its start. One subtraction
 /// and comparison per timestamp (the window's bounds stay in registers), one more comparison for
 /// an interval's order; what fails goes to [`RawIndex::rejected`], which says why.
+///
+/// `WITHIN`: the window lies where [`TickMapper::to_ns`] takes its exact `i64` path
+/// ([`TickMapper::narrow_over`], true of every collection of this century's wall clock), so
+/// that the times of the records this check keeps are converted without that path's own tests.
 #[derive(Debug, Clone, Copy)]
-struct Check {
+struct Check<const WITHIN: bool> {
     lo: u64,
     span: u64,
 }
 
-impl Check {
-    fn new(w: ClockWindow) -> Check {
+impl<const WITHIN: bool> Check<WITHIN> {
+    fn new(w: ClockWindow) -> Check<WITHIN> {
         Check {
             lo: w.lo,
             span: w.hi.wrapping_sub(w.lo),
@@ -548,7 +564,7 @@ impl Check {
     }
 }
 
-impl TimeCheck for Check {
+impl<const WITHIN: bool> TimeCheck for Check<WITHIN> {
     #[inline(always)]
     fn interval(self, ts: u64, a: u64) -> bool {
         // Offsets into the window, wrapping below `lo`: `lo <= ts <= a <= hi` exactly when
@@ -561,6 +577,15 @@ impl TimeCheck for Check {
     #[inline(always)]
     fn instant(self, ts: u64) -> bool {
         ts.wrapping_sub(self.lo) <= self.span
+    }
+
+    #[inline(always)]
+    fn to_ns(self, m: &TickMapper, ticks: u64) -> u64 {
+        if WITHIN {
+            m.ns_within(ticks)
+        } else {
+            m.to_ns(ticks)
+        }
     }
 }
 

@@ -121,6 +121,11 @@ pub(super) trait TimeCheck: Copy {
     fn interval(self, ts: u64, a: u64) -> bool;
     /// Whether a point in time `ts` in ticks is kept.
     fn instant(self, ts: u64) -> bool;
+    /// Nanoseconds of `ticks`, a time of a record this check kept.
+    #[inline(always)]
+    fn to_ns(self, m: &TickMapper, ticks: u64) -> u64 {
+        m.to_ns(ticks)
+    }
 }
 
 /// Keeps every record.
@@ -149,8 +154,13 @@ impl Event {
         ext: Option<&Record>,
         m: &TickMapper,
     ) -> Option<Event> {
+        let interval = [Kind::Range, Kind::Kernel, Kind::Comm].map(|k| k as u8);
         let r = Record {
-            a: r.a.max(r.ts),
+            a: if interval.contains(&r.kind) {
+                r.a.max(r.ts)
+            } else {
+                r.a
+            },
             ..*r
         };
         Event::decode_checked(thread, &r, ext, m, KeepAll)
@@ -176,8 +186,8 @@ impl Event {
                 Event::Kernel(KernelEv {
                     thread,
                     name: r.name,
-                    start: m.to_ns(r.ts),
-                    end: m.to_ns(r.a),
+                    start: check.to_ns(m, r.ts),
+                    end: check.to_ns(m, r.a),
                     stream: r.aux,
                     on_host: r.cat == 1,
                     flops: e.ts,
@@ -190,7 +200,7 @@ impl Event {
                 }
                 Event::Memory(MemEv {
                     thread,
-                    ts: m.to_ns(r.ts),
+                    ts: check.to_ns(m, r.ts),
                     op: r.name,
                     device: r.aux,
                     free: r.cat == 1,
@@ -205,8 +215,8 @@ impl Event {
                 Event::Comm(CommEv {
                     thread,
                     name: r.name,
-                    start: m.to_ns(r.ts),
-                    end: m.to_ns(r.a),
+                    start: check.to_ns(m, r.ts),
+                    end: check.to_ns(m, r.a),
                     bytes: e.ts,
                     wait_ns: m.span_ns(0, e.a),
                     group: e.name,
@@ -217,13 +227,13 @@ impl Event {
                 if !check.instant(r.ts) {
                     return None;
                 }
-                Event::Instant(thread, m.to_ns(r.ts), r.name, r.a)
+                Event::Instant(thread, check.to_ns(m, r.ts), r.name, r.a)
             }
             COUNTER => {
                 if !check.instant(r.ts) {
                     return None;
                 }
-                Event::Counter(thread, m.to_ns(r.ts), r.name, r.a)
+                Event::Counter(thread, check.to_ns(m, r.ts), r.name, r.a)
             }
             EXT => return None,
             RANGE => {
@@ -236,8 +246,8 @@ impl Event {
                     thread,
                     cat: r.cat,
                     name: r.name,
-                    start: m.to_ns(r.ts),
-                    end: m.to_ns(r.a),
+                    start: check.to_ns(m, r.ts),
+                    end: check.to_ns(m, r.a),
                     depth: r.aux,
                     module: if is_op { e.ts as u32 } else { 0 },
                     shapes: if is_op { (e.ts >> 32) as u32 } else { 0 },
