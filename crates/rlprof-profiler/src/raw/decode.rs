@@ -38,6 +38,9 @@
 //! made inside the decoder's one match on the kind (an unknown kind is that match's default
 //! arm): one subtraction and comparison per timestamp and one comparison for an interval's
 //! order; a record that fails it is sorted out, warned about and dropped or clamped out of line.
+//! Where the window lies inside the tick conversion's exact `i64` range (checked once per
+//! replay), the times of the records that passed are converted without that range's own tests
+//! ([`TickMapper::narrow_over`]), which more than pays for the test (BENCHMARKS.md).
 
 use super::event::{Event, TimeCheck};
 use super::meta::CollectionMeta;
