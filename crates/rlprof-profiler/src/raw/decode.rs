@@ -546,11 +546,11 @@ impl RawIndex {
 
 /// The test of pass 2's validation on the common case, a good record: its timestamps inside
 /// the clock window `[lo, lo + span]`, an interval's end not before its start. One subtraction
-/// and comparison per timestamp (the window's bounds stay in registers), one more comparison for
-/// an interval's order; what fails goes to [`RawIndex::rejected`], which says why.
+/// and comparison per timestamp, one more comparison for an interval's order; what fails goes
+/// to [`RawIndex::rejected`], which says why.
 ///
 /// `WITHIN`: the window lies where [`TickMapper::to_ns`] takes its exact `i64` path
-/// ([`TickMapper::narrow_over`], true of every collection of this century's wall clock), so
+/// ([`TickMapper::narrow_over`], true of every collection on today's clocks), so
 /// that the times of the records this check keeps are converted without that path's own tests.
 #[derive(Debug, Clone, Copy)]
 struct Check<const WITHIN: bool> {
@@ -571,7 +571,7 @@ impl<const WITHIN: bool> TimeCheck for Check<WITHIN> {
     #[inline(always)]
     fn interval(self, ts: u64, a: u64) -> bool {
         // Offsets into the window, wrapping below `lo`: `lo <= ts <= a <= hi` exactly when
-        // `s <= e <= span` (the window never wraps: `lo <= hi`).
+        // `s <= e <= span` (the window `scan` builds never wraps: `lo <= hi`).
         let s = ts.wrapping_sub(self.lo);
         let e = a.wrapping_sub(self.lo);
         s <= e && e <= self.span
@@ -592,7 +592,8 @@ impl<const WITHIN: bool> TimeCheck for Check<WITHIN> {
     }
 }
 
-/// The benchmark-only build's stand-in for [`Check`]: keeps every record as it is.
+/// Keeps every record as it is: the benchmark-only build's stand-in for [`Check`], and the
+/// decoding of a record that [`RawIndex::rejected`] has clamped.
 #[derive(Debug, Clone, Copy)]
 struct Unchecked;
 
