@@ -147,6 +147,28 @@ impl TickMapper {
         self.wide_ns(ticks)
     }
 
+    /// Whether every tick in `[lo, hi]` takes the exact `i64` path of [`TickMapper::to_ns`],
+    /// so that `ns_within` (crate-internal) gives its result there without its tests: `hi` and
+    /// both bases below 2^62, and the scaled difference below 2^62 at both ends (it is monotone
+    /// in the tick between them: the subtraction is exact, and the conversion to `f64` and the
+    /// product are monotone; a NaN or infinite rate fails).
+    pub fn narrow_over(&self, lo: u64, hi: u64) -> bool {
+        let x = |t: u64| (t as i64 - self.base_ticks as i64) as f64 * self.ns_per_tick;
+        lo <= hi
+            && (hi | self.base_ticks | self.base_ns) < NARROW
+            && x(lo).abs() < NARROW as f64
+            && x(hi).abs() < NARROW as f64
+    }
+
+    /// [`TickMapper::to_ns`] of a tick inside a range [`TickMapper::narrow_over`] accepted
+    /// (the decoder's clock window, whose test each record passes first): the same arithmetic
+    /// without the tests that choose it. Outside such a range the result is meaningless.
+    #[inline(always)]
+    pub(crate) fn ns_within(&self, ticks: u64) -> u64 {
+        let x = (ticks as i64 - self.base_ticks as i64) as f64 * self.ns_per_tick;
+        (self.base_ns as i64).wrapping_add(x as i64).max(0) as u64
+    }
+
     #[cold]
     #[inline(never)]
     fn wide_ns(&self, ticks: u64) -> u64 {
@@ -226,7 +248,40 @@ mod mapper_tests {
             for t in ticks {
                 assert_eq!(m.to_ns(t), m.wide_ns(t), "ticks {t} mapper {m:?}");
             }
+            // Every window the fast path is proven over (ends included) gives the same result
+            // without its tests.
+            for lo in ticks {
+                for hi in ticks {
+                    if m.narrow_over(lo, hi) {
+                        for t in ticks.into_iter().filter(|t| (lo..=hi).contains(t)) {
+                            assert_eq!(m.ns_within(t), m.wide_ns(t), "ticks {t} mapper {m:?}");
+                        }
+                    }
+                }
+            }
         }
+    }
+
+    #[test]
+    fn a_window_is_narrow_only_when_its_ends_and_bases_are() {
+        let cal = |ticks, mono_ns| Calibration {
+            ticks,
+            mono_ns,
+            wall_ns: 0,
+        };
+        let m = TickMapper::new(cal(0, 1_000), cal(10_000_000, 5_001_000), None)
+            .rebased(1_764_000_000_000_000_000);
+        assert!(m.narrow_over(0, 1 << 40));
+        assert!(!m.narrow_over(1 << 40, 0), "an empty window");
+        assert!(!m.narrow_over(0, 1 << 62));
+        assert!(!m.narrow_over(0, u64::MAX));
+        let high_base =
+            TickMapper::new(cal(7, 0), cal(3_000_007, 1_000_000), None).rebased(1 << 62);
+        assert!(!high_base.narrow_over(0, 1 << 20));
+        // Ticks below 2^62 whose scaled difference is not (a rate of 4 ns per tick).
+        let fast = TickMapper::new(cal(0, 0), cal(10_000_000, 40_000_000), None);
+        assert!(fast.narrow_over(0, 1 << 59));
+        assert!(!fast.narrow_over(0, (1 << 61) - 1));
     }
 
     #[test]

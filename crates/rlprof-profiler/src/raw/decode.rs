@@ -34,10 +34,15 @@
 //! - data after the End chunk: ignored.
 //!
 //! Chunk findings are made by pass 1 ([`RawIndex::warnings`]); record findings by pass 2, where
-//! each record is looked at anyway, so that validation adds a table lookup and two comparisons
-//! per record to decoding ([`RawIndex::record_warnings`]).
+//! each record is looked at anyway ([`RawIndex::record_warnings`]). The test of a good record is
+//! made inside the decoder's one match on the kind (an unknown kind is that match's default
+//! arm): one subtraction and comparison per timestamp and one comparison for an interval's
+//! order; a record that fails it is sorted out, warned about and dropped or clamped out of line.
+//! Where the window lies inside the tick conversion's exact `i64` range (checked once per
+//! replay), the times of the records that passed are converted without that range's own tests
+//! ([`TickMapper::narrow_over`]), which more than pays for the test (BENCHMARKS.md).
 
-use super::event::Event;
+use super::event::{Event, TimeCheck};
 use super::meta::CollectionMeta;
 use super::reader::{Chunk, ChunkRef, Corruption, SliceReader};
 use super::writer::Truncation;
@@ -141,19 +146,9 @@ impl std::fmt::Display for RawWarning {
     }
 }
 
-/// Per kind byte (for validation): bit 0 timed (a timestamp in `ts`), bit 1 interval (an end in
-/// `a`), bit 2 unknown kind.
-const KIND_FLAGS: [u8; 256] = {
-    let mut t = [4u8; 256];
-    t[Kind::Range as usize] = 3;
-    t[Kind::Ext as usize] = 0;
-    t[Kind::Kernel as usize] = 3;
-    t[Kind::Memory as usize] = 1;
-    t[Kind::Comm as usize] = 3;
-    t[Kind::Instant as usize] = 1;
-    t[Kind::Counter as usize] = 1;
-    t
-};
+/// Whether pass 2 validates records: always, except in the benchmark-only build with the
+/// `bench-no-validation` feature, which measures what the validation costs (BENCHMARKS.md).
+const VALIDATE: bool = !cfg!(feature = "bench-no-validation");
 
 /// Bad records met by one replay: `(first offset, count)` per case, and the first unknown kind.
 #[derive(Debug, Default, Clone, Copy)]
@@ -172,6 +167,15 @@ impl Findings {
             case.0 = offset;
         }
         case.1 += 1;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unknown_kind(&mut self, kind: u8, offset: u64) {
+        if self.unknown.1 == 0 {
+            self.unknown_kind = kind;
+        }
+        Findings::note(&mut self.unknown, offset);
     }
 
     fn warnings(&self, path: &Path) -> Vec<RawWarning> {
@@ -378,11 +382,29 @@ impl RawIndex {
     pub fn replay(
         &self,
         data: &[u8],
+        advanced: impl FnMut(u64),
+        f: impl FnMut(&Event, bool),
+    ) -> Result<(), ProfilerError> {
+        let (lo, hi) = (self.window.lo, self.window.hi);
+        if !VALIDATE {
+            self.replay_with(data, advanced, f, Unchecked)
+        } else if self.mapper.narrow_over(lo, hi) {
+            self.replay_with(data, advanced, f, Check::<true>::new(self.window))
+        } else {
+            self.replay_with(data, advanced, f, Check::<false>::new(self.window))
+        }
+    }
+
+    /// [`RawIndex::replay`] with `check` deciding which records are kept as they are.
+    fn replay_with(
+        &self,
+        data: &[u8],
         mut advanced: impl FnMut(u64),
         mut f: impl FnMut(&Event, bool),
+        check: impl TimeCheck,
     ) -> Result<(), ProfilerError> {
         let mut reader = SliceReader::new(data, &self.path)?.verified_prefix(self.valid_bytes);
-        let mut pending: BTreeMap<u32, (Record, u64)> = BTreeMap::new();
+        let mut pending: BTreeMap<u32, ([u8; RECORD_SIZE], u64)> = BTreeMap::new();
         let mut found = Findings::default();
         loop {
             let at = reader.offset();
@@ -396,12 +418,12 @@ impl RawIndex {
             let prev = pending.remove(&thread);
             // Records start after the chunk header and the `thread, reserved` words.
             let first = at + 16 + 8;
-            if let Some(p) = self.pair_chunk(thread, prev, body, first, &mut found, &mut f) {
+            if let Some(p) = self.pair_chunk(thread, prev, body, first, check, &mut found, &mut f) {
                 pending.insert(thread, p);
             }
         }
         for (thread, (p, off)) in pending {
-            self.emit(thread, &p, off, None, &mut found, &mut f);
+            self.emit(thread, &p, off, None, check, &mut found, &mut f);
         }
         let _ = self.records_checked.set(found.warnings(&self.path));
         Ok(())
@@ -415,16 +437,20 @@ impl RawIndex {
     /// A record is paired with the record right after it when that is an Ext, looking ahead in
     /// the borrowed bytes; an Ext with no record before it is skipped.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn pair_chunk(
         &self,
         thread: u32,
-        prev: Option<(Record, u64)>,
+        prev: Option<([u8; RECORD_SIZE], u64)>,
         body: &[u8],
         first: u64,
+        check: impl TimeCheck,
         found: &mut Findings,
         f: &mut impl FnMut(&Event, bool),
-    ) -> Option<(Record, u64)> {
+    ) -> Option<([u8; RECORD_SIZE], u64)> {
         const EXT: u8 = Kind::Ext as u8;
+        // The kind byte of a record.
+        const KIND: usize = 20;
         let (recs, _) = body.as_chunks::<RECORD_SIZE>();
         let at = |i: usize| first + (i * RECORD_SIZE) as u64;
         let mut i = 0;
@@ -432,63 +458,153 @@ impl RawIndex {
             let Some(b) = recs.first() else {
                 return Some((p, off));
             };
-            let r = Record::from_bytes(b);
-            if r.kind == EXT {
-                self.emit(thread, &p, off, Some(&r), found, f);
+            if b[KIND] == EXT {
+                self.emit(thread, &p, off, Some(b), check, found, f);
                 i = 1;
             } else {
-                self.emit(thread, &p, off, None, found, f);
+                self.emit(thread, &p, off, None, check, found, f);
             }
         }
         while let Some(b) = recs.get(i) {
-            let r = Record::from_bytes(b);
-            if r.kind == EXT {
+            if b[KIND] == EXT {
                 i += 1;
                 continue;
             }
             let Some(nb) = recs.get(i + 1) else {
-                return Some((r, at(i)));
+                return Some((*b, at(i)));
             };
-            let x = Record::from_bytes(nb);
-            if x.kind == EXT {
-                self.emit(thread, &r, at(i), Some(&x), found, f);
+            if nb[KIND] == EXT {
+                self.emit(thread, b, at(i), Some(nb), check, found, f);
                 i += 2;
             } else {
-                self.emit(thread, &r, at(i), None, found, f);
+                self.emit(thread, b, at(i), None, check, found, f);
                 i += 1;
             }
         }
         None
     }
 
-    /// Validates one paired record (at file offset `off`) and hands its event to `f`.
+    /// Validates one paired record (at file offset `off`) and hands its event to `f`: the
+    /// common case, a good record, is decided by `check` inside the decoder's match on the kind;
+    /// any other goes to [`RawIndex::rejected`], out of line.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn emit(
         &self,
         thread: u32,
-        r: &Record,
+        b: &[u8; RECORD_SIZE],
         off: u64,
-        ext: Option<&Record>,
+        xb: Option<&[u8; RECORD_SIZE]>,
+        check: impl TimeCheck,
         found: &mut Findings,
         f: &mut impl FnMut(&Event, bool),
     ) {
-        let flags = KIND_FLAGS[r.kind as usize];
-        let interval = flags & 2 != 0;
-        if flags & 4 != 0 {
-            if found.unknown.1 == 0 {
-                found.unknown_kind = r.kind;
-            }
-            return Findings::note(&mut found.unknown, off);
+        let r = Record::from_bytes(b);
+        let ext = xb.map(|x| Record::from_bytes(x));
+        match Event::decode_checked(thread, &r, ext.as_ref(), &self.mapper, check) {
+            Some(e) => f(&e, xb.is_some()),
+            // The record's bytes, not the record: they are in memory already.
+            None if VALIDATE => self.rejected(thread, b, off, xb, found, f),
+            None => {}
         }
+    }
+
+    /// A record [`Check`] did not pass (or an Ext with no record before it, which is skipped):
+    /// notes what is wrong at `off` and drops it, or, for an interval ending before it starts
+    /// (and otherwise in the window), clamps its end to its start and hands it to `f`.
+    #[cold]
+    #[inline(never)]
+    fn rejected(
+        &self,
+        thread: u32,
+        b: &[u8; RECORD_SIZE],
+        off: u64,
+        xb: Option<&[u8; RECORD_SIZE]>,
+        found: &mut Findings,
+        f: &mut impl FnMut(&Event, bool),
+    ) {
+        let r = Record::from_bytes(b);
+        let ext = xb.map(|x| Record::from_bytes(x));
+        let interval = match Kind::from_u8(r.kind) {
+            None => return found.unknown_kind(r.kind, off),
+            Some(Kind::Ext) => return,
+            Some(k) => matches!(k, Kind::Range | Kind::Kernel | Kind::Comm),
+        };
         if !self.window.contains(r.ts) || (interval && r.a > self.window.hi) {
             return Findings::note(&mut found.outside, off);
         }
         if interval && r.a < r.ts {
             Findings::note(&mut found.inverted, off);
+            let clamped = Record { a: r.ts, ..r };
+            let ext = ext.as_ref();
+            if let Some(e) = Event::decode_checked(thread, &clamped, ext, &self.mapper, Unchecked) {
+                f(&e, ext.is_some());
+            }
         }
-        if let Some(e) = Event::decode(thread, r, ext, &self.mapper) {
-            f(&e, ext.is_some());
+    }
+}
+
+/// The test of pass 2's validation on the common case, a good record: its timestamps inside
+/// the clock window `[lo, lo + span]`, an interval's end not before its start. One subtraction
+/// and comparison per timestamp, one more comparison for an interval's order; what fails goes
+/// to [`RawIndex::rejected`], which says why.
+///
+/// `WITHIN`: the window lies where [`TickMapper::to_ns`] takes its exact `i64` path
+/// ([`TickMapper::narrow_over`], true of every collection on today's clocks), so
+/// that the times of the records this check keeps are converted without that path's own tests.
+#[derive(Debug, Clone, Copy)]
+struct Check<const WITHIN: bool> {
+    lo: u64,
+    span: u64,
+}
+
+impl<const WITHIN: bool> Check<WITHIN> {
+    fn new(w: ClockWindow) -> Check<WITHIN> {
+        Check {
+            lo: w.lo,
+            span: w.hi.wrapping_sub(w.lo),
         }
+    }
+}
+
+impl<const WITHIN: bool> TimeCheck for Check<WITHIN> {
+    #[inline(always)]
+    fn interval(self, ts: u64, a: u64) -> bool {
+        // Offsets into the window, wrapping below `lo`: `lo <= ts <= a <= hi` exactly when
+        // `s <= e <= span` (the window `scan` builds never wraps: `lo <= hi`).
+        let s = ts.wrapping_sub(self.lo);
+        let e = a.wrapping_sub(self.lo);
+        s <= e && e <= self.span
+    }
+
+    #[inline(always)]
+    fn instant(self, ts: u64) -> bool {
+        ts.wrapping_sub(self.lo) <= self.span
+    }
+
+    #[inline(always)]
+    fn to_ns(self, m: &TickMapper, ticks: u64) -> u64 {
+        if WITHIN {
+            m.ns_within(ticks)
+        } else {
+            m.to_ns(ticks)
+        }
+    }
+}
+
+/// Keeps every record as it is: the benchmark-only build's stand-in for [`Check`], and the
+/// decoding of a record that [`RawIndex::rejected`] has clamped.
+#[derive(Debug, Clone, Copy)]
+struct Unchecked;
+
+impl TimeCheck for Unchecked {
+    #[inline(always)]
+    fn interval(self, _: u64, _: u64) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn instant(self, _: u64) -> bool {
+        true
     }
 }
 

@@ -135,3 +135,209 @@ fn the_window_holds_a_clean_collection_and_excludes_absurd_ticks() {
     assert!(idx.window.contains(0) && !idx.window.contains(5_000_000_001));
     assert!(!idx.window.contains(u64::MAX));
 }
+
+/// Record warnings as `(kind, first offset, count)`.
+type Warnings = Vec<(WarningKind, u64, u64)>;
+
+/// The validation rules one record at a time, as first written (the reference for the checks
+/// folded into the decoder's match): warnings `(kind, first offset, count)` and the events.
+fn validated_reference(
+    idx: &RawIndex,
+    paired: &[(u32, Record, u64, Option<Record>)],
+) -> (Warnings, Vec<(Event, bool)>) {
+    let mut events = Vec::new();
+    let (mut inverted, mut outside, mut unknown) = ((0, 0), (0, 0), (0, 0));
+    let mut unknown_kind = 0;
+    let note = |case: &mut (u64, u64), off: u64| {
+        if case.1 == 0 {
+            case.0 = off;
+        }
+        case.1 += 1;
+    };
+    for &(t, r, off, x) in paired {
+        let interval = match Kind::from_u8(r.kind) {
+            None => {
+                if unknown.1 == 0 {
+                    unknown_kind = r.kind;
+                }
+                note(&mut unknown, off);
+                continue;
+            }
+            Some(k) => matches!(k, Kind::Range | Kind::Kernel | Kind::Comm),
+        };
+        if !idx.window.contains(r.ts) || (interval && r.a > idx.window.hi) {
+            note(&mut outside, off);
+            continue;
+        }
+        if interval && r.a < r.ts {
+            note(&mut inverted, off);
+        }
+        if let Some(e) = Event::decode(t, &r, x.as_ref(), &idx.mapper) {
+            events.push((e, x.is_some()));
+        }
+    }
+    let warnings = [
+        (WarningKind::EndBeforeStart, inverted),
+        (WarningKind::OutsideClockWindow, outside),
+        (WarningKind::UnknownKind(unknown_kind), unknown),
+    ]
+    .into_iter()
+    .filter(|(_, (_, n))| *n > 0)
+    .map(|(k, (off, n))| (k, off, n))
+    .collect();
+    (warnings, events)
+}
+
+mod validation_matches_the_rules {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Tick values around a window's ends and beyond.
+    fn tick(lo: u64, hi: u64) -> impl Strategy<Value = u64> {
+        prop_oneof![
+            prop::sample::select(vec![
+                0,
+                lo.saturating_sub(1),
+                lo,
+                lo + 1,
+                lo + (hi - lo) / 2,
+                hi - 1,
+                hi,
+                hi.saturating_add(1),
+                u64::MAX,
+            ]),
+            lo..=hi,
+            any::<u64>(),
+        ]
+    }
+
+    fn record(lo: u64, hi: u64) -> impl Strategy<Value = Record> {
+        (
+            tick(lo, hi),
+            tick(lo, hi),
+            prop::sample::select(vec![0u8, 1, 2, 2, 2, 3, 4, 5, 6, 7, 8, 42, 255]),
+            0u8..11,
+        )
+            .prop_map(|(ts, a, kind, cat)| Record {
+                ts,
+                a,
+                name: 1,
+                kind,
+                cat,
+                aux: 3,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 64,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        /// Random records (good, outside the window by a tick, inverted, of unknown kinds,
+        /// Ext records anywhere) in chunks of two threads, in a window that the fast tick
+        /// conversion covers and in one it does not (ticks above 2^62): the same events and
+        /// the same warnings, with the same offsets, as the rules one record at a time.
+        #[test]
+        fn same_events_and_warnings(
+            high in any::<bool>(),
+            chunks in prop::collection::vec(
+                (0u32..2, prop::collection::vec(record(4_000_000_000, 8_000_000_000), 0..12)),
+                1..6,
+            ),
+        ) {
+            // Rate 1 ns per tick, calibrations at T0 and T0 + 2 s: the window is
+            // T0 - 1 s ..= T0 + 3 s; shifted above 2^62 when `high`.
+            let shift = if high { 1u64 << 62 } else { 0 };
+            let t0 = 5_000_000_000 + shift;
+            let chunks: Vec<(u32, Vec<Record>)> = chunks
+                .into_iter()
+                .map(|(t, recs)| {
+                    let recs = recs
+                        .into_iter()
+                        .map(|mut r| {
+                            let up = |v: u64| if (4_000_000_000..=8_000_000_000).contains(&v) {
+                                v + shift
+                            } else {
+                                v
+                            };
+                            r.ts = up(r.ts);
+                            r.a = up(r.a);
+                            r
+                        })
+                        .collect();
+                    (t, recs)
+                })
+                .collect();
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("rank_0.rlraw");
+            let mut w = RawWriter::create(&path).unwrap();
+            w.write_meta(&serde_json::json!({"tool": "npu", "level": "level1", "rank": 0,
+                "start_wall_ns": 1_700_000_000_000_000_000u64, "start_mono_ns": t0,
+                "ns_per_tick": 1.0}))
+                .unwrap();
+            w.write_strings([(1, "r")]).unwrap();
+            let cal = |ticks: u64| Calibration {
+                ticks,
+                mono_ns: ticks,
+                wall_ns: ticks - t0 + 1_700_000_000_000_000_000,
+            };
+            w.write_calibration(cal(t0)).unwrap();
+            // Each record with its byte offset, in file order.
+            let mut at: Vec<(u32, Vec<(Record, u64)>)> = Vec::new();
+            for (t, recs) in &chunks {
+                let first = w.bytes_written() + 16 + 8;
+                w.write_records(*t, recs).unwrap();
+                at.push((
+                    *t,
+                    recs.iter()
+                        .enumerate()
+                        .map(|(i, r)| (*r, first + 24 * i as u64))
+                        .collect(),
+                ));
+            }
+            w.write_calibration(cal(t0 + 2_000_000_000)).unwrap();
+            w.write_end(0, 0).unwrap();
+            drop(w);
+            let data = std::fs::read(&path).unwrap();
+            let idx = RawIndex::scan(&data, &path, |_| {}, |_| {}).unwrap();
+            prop_assert_eq!(idx.window, ClockWindow {
+                lo: t0 - 1_000_000_000,
+                hi: t0 + 3_000_000_000,
+            });
+            prop_assert_eq!(idx.mapper.narrow_over(idx.window.lo, idx.window.hi), !high);
+            // The pairing of `reference`, with offsets.
+            let mut paired = Vec::new();
+            let mut pending: BTreeMap<u32, (Record, u64)> = BTreeMap::new();
+            for (thread, recs) in &at {
+                let mut prev = pending.remove(thread);
+                for &(r, off) in recs {
+                    if r.kind == Kind::Ext as u8 {
+                        if let Some((p, poff)) = prev.take() {
+                            paired.push((*thread, p, poff, Some(r)));
+                        }
+                    } else if let Some((p, poff)) = prev.replace((r, off)) {
+                        paired.push((*thread, p, poff, None));
+                    }
+                }
+                if let Some(p) = prev {
+                    pending.insert(*thread, p);
+                }
+            }
+            for (thread, (p, off)) in pending {
+                paired.push((thread, p, off, None));
+            }
+            let (want_warnings, want_events) = validated_reference(&idx, &paired);
+            let mut got = Vec::new();
+            idx.replay(&data, |_| {}, |e, x| got.push((*e, x))).unwrap();
+            let got_warnings: Warnings = idx
+                .record_warnings()
+                .iter()
+                .map(|w| (w.kind.clone(), w.offset, w.count))
+                .collect();
+            prop_assert_eq!(got, want_events);
+            prop_assert_eq!(got_warnings, want_warnings);
+        }
+    }
+}
