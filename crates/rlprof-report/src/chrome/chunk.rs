@@ -63,7 +63,7 @@ pub(super) struct Chunk<'a> {
 
 impl<'a> Chunk<'a> {
     /// Parses elements from `start` until the next element starts at or after `bound`, the
-    /// array ends, an error, or more than `cap` elements.
+    /// array ends, an error, or more than `cap` elements; then owns what merging reads.
     pub(super) fn parse(
         text: &'a str,
         start: usize,
@@ -71,6 +71,46 @@ impl<'a> Chunk<'a> {
         open: u32,
         cap: u64,
     ) -> Chunk<'a> {
+        let mut c = Chunk::parse_borrowed(text, start, bound, open, cap);
+        c.detach();
+        c
+    }
+
+    /// Copies the few strings merging reads (distinct names, thread ids, metadata labels) out
+    /// of the text and drops the scratch that points into it, so that once a chunk is parsed
+    /// its stretch of a mapped text can be given back without merging reading it in again
+    /// (the pages of ~30 names scattered over a chunk would be most of it). Only a `B`
+    /// event's `args` still points into the text (read once, when its `E` is met).
+    fn detach(&mut self) {
+        for n in &mut self.names {
+            *n = Cow::Owned(std::mem::take(n).into_owned());
+        }
+        for (pid, tid) in &mut self.threads {
+            *pid = Cow::Owned(std::mem::take(pid).into_owned());
+            *tid = Cow::Owned(std::mem::take(tid).into_owned());
+        }
+        self.name_ix = FxHashMap::default();
+        self.thread_ix = FxHashMap::default();
+        self.last_threads = [None; 4];
+        self.members = Vec::new();
+        self.cache = Cache::default();
+        for (_, s) in &mut self.specials {
+            match s {
+                Special::Begin(_, (_, _, _, Some(cat))) => {
+                    *cat = Cow::Owned(std::mem::take(cat).into_owned());
+                }
+                Special::ProcessName(pid, _) => *pid = Cow::Owned(std::mem::take(pid).into_owned()),
+                Special::ThreadName(pid, tid, _) => {
+                    *pid = Cow::Owned(std::mem::take(pid).into_owned());
+                    *tid = Cow::Owned(std::mem::take(tid).into_owned());
+                }
+                Special::Begin(..) | Special::End(..) => {}
+            }
+        }
+    }
+
+    /// [`Chunk::parse`] before [`Chunk::detach`].
+    fn parse_borrowed(text: &'a str, start: usize, bound: usize, open: u32, cap: u64) -> Chunk<'a> {
         let guess = (bound.min(text.len()) - start.min(text.len())) / 200;
         let mut c = Chunk {
             start,

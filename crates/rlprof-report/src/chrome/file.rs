@@ -2,7 +2,8 @@
 //! (in parallel pieces, lossy only when needed), sniffing whether a `.json` holds trace events,
 //! and the rank a file name carries.
 
-use super::parse::read_text;
+use super::parse::{read_text, read_text_released};
+use super::release::Release;
 use super::{CHUNK_BYTES, Limits, MAP_MIN_BYTES};
 use crate::error::ReportError;
 use crate::model::{Profile, SourceFormat};
@@ -69,51 +70,64 @@ pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), Re
     let file = std::fs::File::open(path).map_err(crate::error::io(path))?;
     let len = file.metadata().map_err(crate::error::io(path))?.len();
     let gz = path.extension().is_some_and(|e| e == "gz");
-    if !gz && len > limits.max_bytes {
+    if gz {
+        return read_gz(file, len, path, p, limits);
+    }
+    if len > limits.max_bytes {
         return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
+    }
+    if len < MAP_MIN_BYTES {
+        let mut v = Vec::with_capacity(len as usize + 1);
+        read_capped(&file, path, limits.max_bytes, &mut v)?;
+        return read_text(&text_of(&v), path, p, limits);
     }
     // SAFETY: the map is only read while this function runs. Like every reader of a mapped
     // file, a concurrent writer truncating the file could fault the process; trace files are
     // written once by the profiler and not modified while a report is built. (Not
     // pre-faulted with `populate`, which maps every page on this thread: the parallel UTF-8
     // check touches the pages first, on every thread.)
-    let map = if len >= MAP_MIN_BYTES {
-        // SAFETY: see above.
-        Some(unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(crate::error::io(path))?)
-    } else {
-        None
+    let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(crate::error::io(path))?;
+    let release = Release::of_map(&map);
+    let text = checked_text(&map, release);
+    // Text that had to be repaired is a copy in memory: nothing of it can be given back.
+    let release = match text {
+        Cow::Borrowed(_) => release,
+        Cow::Owned(_) => Release::NONE,
     };
-    let small;
-    let bytes: &[u8] = match &map {
-        Some(m) => m,
-        None => {
-            let mut v = Vec::with_capacity(len as usize + 1);
-            read_capped(&file, path, limits.max_bytes, &mut v)?;
-            small = v;
-            &small
-        }
-    };
-    if gz {
-        // The gzip trailer holds the uncompressed size (mod 2^32): a capacity hint.
-        let hint = bytes
-            .len()
-            .checked_sub(4)
-            .map(|i| u32::from_le_bytes(bytes[i..].try_into().expect("4 bytes")) as u64)
-            .unwrap_or(0)
-            .min(limits.max_bytes) as usize;
-        let mut text = Vec::with_capacity(hint + 1);
-        read_capped(
-            flate2::bufread::MultiGzDecoder::new(bytes),
-            path,
-            limits.max_bytes,
-            &mut text,
-        )?;
-        let res = read_text(&text_of(&text), path, p, limits);
-        drop_in_background(text);
-        return res;
-    }
-    let res = read_text(&text_of(bytes), path, p, limits);
+    let res = read_text_released(&text, path, p, limits, release);
+    drop(text);
     drop_in_background(map);
+    res
+}
+
+/// Reads a gzip-compressed trace: the compressed file is read in small buffers (not mapped:
+/// its pages would count as resident on top of the text) and decompressed into memory.
+fn read_gz(
+    file: std::fs::File,
+    len: u64,
+    path: &Path,
+    p: &mut Profile,
+    limits: &Limits,
+) -> Result<(), ReportError> {
+    use std::os::unix::fs::FileExt;
+    // The gzip trailer holds the uncompressed size (mod 2^32): a capacity hint.
+    let mut trailer = [0u8; 4];
+    let hint = match len.checked_sub(4) {
+        Some(at) if file.read_exact_at(&mut trailer, at).is_ok() => {
+            u32::from_le_bytes(trailer) as u64
+        }
+        _ => 0,
+    }
+    .min(limits.max_bytes) as usize;
+    let mut text = Vec::with_capacity(hint + 1);
+    read_capped(
+        flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 16, file)),
+        path,
+        limits.max_bytes,
+        &mut text,
+    )?;
+    let res = read_text(&text_of(&text), path, p, limits);
+    drop_in_background(text);
     res
 }
 
@@ -159,9 +173,16 @@ pub(super) fn read_capped(
     Ok(())
 }
 
-/// The bytes as text, invalid UTF-8 replaced by U+FFFD (no copy when valid). Checked in
-/// parallel pieces cut before ASCII bytes (always character boundaries).
+/// The bytes as text, invalid UTF-8 replaced by U+FFFD (no copy when valid): [`checked_text`]
+/// of text held in memory.
 pub(super) fn text_of(bytes: &[u8]) -> Cow<'_, str> {
+    checked_text(bytes, Release::NONE)
+}
+
+/// The bytes as text, invalid UTF-8 replaced by U+FFFD (no copy when valid). Checked in
+/// parallel pieces cut before ASCII bytes (always character boundaries); each piece's pages are
+/// given back to `release` once checked (the parser reads them again a piece at a time).
+pub(super) fn checked_text<'t>(bytes: &'t [u8], release: Release<'_>) -> Cow<'t, str> {
     let n = (bytes.len() / (4 * CHUNK_BYTES)).clamp(1, 64);
     let mut cuts = vec![0];
     for i in 1..n {
@@ -172,9 +193,11 @@ pub(super) fn text_of(bytes: &[u8]) -> Cow<'_, str> {
         cuts.push(c);
     }
     cuts.push(bytes.len());
-    let valid = cuts
-        .par_windows(2)
-        .all(|w| std::str::from_utf8(&bytes[w[0]..w[1]]).is_ok());
+    let valid = cuts.par_windows(2).all(|w| {
+        let ok = std::str::from_utf8(&bytes[w[0]..w[1]]).is_ok();
+        release.range(w[0], w[1]);
+        ok
+    });
     if valid {
         // SAFETY: every piece is valid UTF-8 and each cut is before an ASCII byte (or at an
         // end), so the concatenation is valid UTF-8.

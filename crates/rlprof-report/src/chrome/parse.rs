@@ -4,6 +4,7 @@
 use super::chunk::{Chunk, Special};
 use super::file::limit;
 use super::merge::State;
+use super::release::Release;
 use super::{CHUNK_BYTES, Limits, MAX_DEPTH};
 use crate::error::ReportError;
 use crate::json_reader::{self as json, ErrorKind, Reader};
@@ -24,15 +25,27 @@ impl From<json::Error> for Fail {
     }
 }
 
-/// Parses a whole Chrome-trace text into `p`.
+/// Parses a whole Chrome-trace text (held in memory) into `p`.
 pub(super) fn read_text(
     text: &str,
     path: &Path,
     p: &mut Profile,
     limits: &Limits,
 ) -> Result<(), ReportError> {
+    read_text_released(text, path, p, limits, Release::NONE)
+}
+
+/// Parses a whole Chrome-trace text into `p`, giving each parsed stretch's pages back to
+/// `release`.
+pub(super) fn read_text_released(
+    text: &str,
+    path: &Path,
+    p: &mut Profile,
+    limits: &Limits,
+    release: Release<'_>,
+) -> Result<(), ReportError> {
     let mut st = State::default();
-    let res = top(text, &mut st, p, limits);
+    let res = top(text, &mut st, p, limits, release);
     match res {
         Ok(()) => {
             st.finish(p);
@@ -74,6 +87,7 @@ pub(super) fn top<'a>(
     st: &mut State<'a>,
     p: &mut Profile,
     limits: &Limits,
+    release: Release<'_>,
 ) -> Result<(), Fail> {
     let mut r = Reader::new(text, 0);
     r.ws();
@@ -90,7 +104,7 @@ pub(super) fn top<'a>(
                     match key.as_ref() {
                         "traceEvents" => {
                             saw_events = true;
-                            events_array(&mut r, 1, st, p, limits)?;
+                            events_array(&mut r, 1, st, p, limits, release)?;
                         }
                         "baseTimeNanoseconds" => {
                             st.base_ns = if r.null()? {
@@ -145,7 +159,7 @@ pub(super) fn top<'a>(
                 return Err(Fail::Shape("no traceEvents array"));
             }
         }
-        Some(b'[') => events_array(&mut r, 0, st, p, limits)?,
+        Some(b'[') => events_array(&mut r, 0, st, p, limits, release)?,
         _ => {
             return Err(Fail::Json(r.err(
                 "expected a Chrome trace object with traceEvents, or an array of events",
@@ -166,6 +180,7 @@ pub(super) fn events_array<'a>(
     st: &mut State<'a>,
     p: &mut Profile,
     limits: &Limits,
+    release: Release<'_>,
 ) -> Result<(), Fail> {
     r.ws();
     if r.peek() != Some(b'[') {
@@ -178,7 +193,7 @@ pub(super) fn events_array<'a>(
         r.pos += 1;
         return Ok(());
     }
-    let chunks = parse_chunks(r.text(), r.pos, open + 1, limits.max_events);
+    let chunks = parse_chunks(r.text(), r.pos, open + 1, limits.max_events, release);
     // Sized once: growing these while merging would copy them (and fault their pages) again.
     let sum = |f: fn(&Chunk) -> usize| chunks.iter().map(f).sum::<usize>();
     p.events.reserve(sum(|c| c.events.len() + c.specials.len()));
@@ -216,8 +231,15 @@ pub(super) fn events_array<'a>(
 }
 
 /// Parses the elements of an events array from `first` (an element's first byte) in chunks,
-/// in parallel; returns the chunks of the sequential parse, in order.
-pub(super) fn parse_chunks<'a>(text: &'a str, first: usize, open: u32, cap: u64) -> Vec<Chunk<'a>> {
+/// in parallel; returns the chunks of the sequential parse, in order. Each chunk's stretch of
+/// text is given back to `release` once parsed (a chunk parsed again reads it back).
+pub(super) fn parse_chunks<'a>(
+    text: &'a str,
+    first: usize,
+    open: u32,
+    cap: u64,
+    release: Release<'_>,
+) -> Vec<Chunk<'a>> {
     let b = text.as_bytes();
     let len = b.len() - first;
     let threads = rayon::current_num_threads();
@@ -238,7 +260,11 @@ pub(super) fn parse_chunks<'a>(text: &'a str, first: usize, open: u32, cap: u64)
     let bound = |k: usize| starts.get(k + 1).copied().unwrap_or(usize::MAX);
     let guessed: Vec<Chunk<'a>> = (0..starts.len())
         .into_par_iter()
-        .map(|k| Chunk::parse(text, starts[k], bound(k), open, cap))
+        .map(|k| {
+            let c = Chunk::parse(text, starts[k], bound(k), open, cap);
+            release.range(c.start, c.stop);
+            c
+        })
         .collect();
     let mut out = Vec::with_capacity(guessed.len());
     let mut pos = first;
@@ -250,7 +276,9 @@ pub(super) fn parse_chunks<'a>(text: &'a str, first: usize, open: u32, cap: u64)
         let c = if c.start == pos {
             c
         } else {
-            Chunk::parse(text, pos, bound(k), open, cap)
+            let c = Chunk::parse(text, pos, bound(k), open, cap);
+            release.range(c.start, c.stop);
+            c
         };
         pos = c.stop;
         let done = c.error.is_some() || c.end || c.count > cap;
