@@ -88,7 +88,7 @@ pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), Re
     // check touches the pages first, on every thread.)
     let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(crate::error::io(path))?;
     let release = Release::File(&map);
-    let text = checked_text(&map, release);
+    let text = text_of(&map);
     // Text that had to be repaired is a copy in memory: nothing of it can be given back.
     let release = match text {
         Cow::Borrowed(_) => release,
@@ -158,7 +158,7 @@ fn read_gz(
         return Ok(());
     }
     let map = map.make_read_only().map_err(crate::error::io(path))?;
-    let text = checked_text(&map[..filled], Release::None);
+    let text = text_of(&map[..filled]);
     let release = match text {
         Cow::Borrowed(_) => Release::Consumed(&map),
         Cow::Owned(_) => Release::None,
@@ -246,16 +246,11 @@ pub(super) fn read_capped(
     Ok(())
 }
 
-/// The bytes as text, invalid UTF-8 replaced by U+FFFD (no copy when valid): [`checked_text`]
-/// of text held in memory.
-pub(super) fn text_of(bytes: &[u8]) -> Cow<'_, str> {
-    checked_text(bytes, Release::None)
-}
-
 /// The bytes as text, invalid UTF-8 replaced by U+FFFD (no copy when valid). Checked in
-/// parallel pieces cut before ASCII bytes (always character boundaries); each piece's pages are
-/// given back to `release` once checked (the parser reads them again a piece at a time).
-pub(super) fn checked_text<'t>(bytes: &'t [u8], release: Release<'_>) -> Cow<'t, str> {
+/// parallel pieces cut before ASCII bytes (always character boundaries). (A mapped text's pages
+/// are not given back here: the parse would fault every page in again, which costs more
+/// system time than the few milliseconds the whole text is resident saves.)
+pub(super) fn text_of(bytes: &[u8]) -> Cow<'_, str> {
     let n = (bytes.len() / (4 * CHUNK_BYTES)).clamp(1, 64);
     let mut cuts = vec![0];
     for i in 1..n {
@@ -266,11 +261,9 @@ pub(super) fn checked_text<'t>(bytes: &'t [u8], release: Release<'_>) -> Cow<'t,
         cuts.push(c);
     }
     cuts.push(bytes.len());
-    let valid = cuts.par_windows(2).all(|w| {
-        let ok = std::str::from_utf8(&bytes[w[0]..w[1]]).is_ok();
-        release.read(w[0], w[1]);
-        ok
-    });
+    let valid = cuts
+        .par_windows(2)
+        .all(|w| std::str::from_utf8(&bytes[w[0]..w[1]]).is_ok());
     if valid {
         // SAFETY: every piece is valid UTF-8 and each cut is before an ASCII byte (or at an
         // end), so the concatenation is valid UTF-8.

@@ -4,8 +4,8 @@
 //! How a file is read: a plain file is memory-mapped (no copy); a `.gz` file is decompressed
 //! into memory (flate2 on the zlib-rs backend), counted against the size limit as it is read.
 //! The text is checked as UTF-8 in parallel pieces; invalid UTF-8 is replaced by U+FFFD (one
-//! copy, only then), so hostile bytes in names load as inert text. A mapped file's pages are
-//! given back as soon as they are checked and again once parsed ([`release`]), so the text does
+//! copy, only then), so hostile bytes in names load as inert text. A mapped file's pages, and
+//! a gunzipped text's, are given back as the parse passes them ([`release`]), so the text does
 //! not stay resident while the report is built.
 //!
 //! How it is parsed: the strict hand-written reader of [`crate::json_reader`] (why it is

@@ -219,11 +219,9 @@ pub(super) fn parse_chunks<'a>(
     let b = text.as_bytes();
     let len = b.len() - first;
     let threads = rayon::current_num_threads();
-    let n = if threads <= 1 {
-        1
-    } else {
-        (len / CHUNK_BYTES).clamp(1, threads * 16)
-    };
+    // On one thread too the text is cut (into at most 16 chunks), so that a chunk's text can
+    // be given back before the next one is parsed.
+    let n = (len / CHUNK_BYTES).clamp(1, threads.max(1) * 16);
     let mut starts = vec![first];
     for i in 1..n {
         let from = (first + len / n * i).max(*starts.last().expect("non-empty") + 1);

@@ -7,7 +7,7 @@
 //! - A read-only mapping of a file (a plain `.json`): `MADV_DONTNEED` drops the process's
 //!   page-table entries (nothing is discarded: a read-only mapping has no pages of its own),
 //!   and a page touched again is read back from the file with the same bytes. So pages can be
-//!   given back as soon as they are read (the UTF-8 check, each parsed chunk), and every later
+//!   given back as soon as they are parsed (each chunk, on the thread that parsed it), and every later
 //!   read (a chunk parsed again from a corrected start, an error's line and column) still
 //!   sees the file's text.
 //! - An anonymous mapping holding a gunzipped text: there the pages *are* the text, and a page
