@@ -209,8 +209,8 @@ pub(super) fn events_array(
 /// Parses the elements of an events array from `first` (an element's first byte) in chunks,
 /// in parallel; returns the chunks of the sequential parse, in order. Each chunk's stretch of
 /// text is given back to `release` once parsed (a chunk parsed again reads it back).
-pub(super) fn parse_chunks<'a>(
-    text: &'a str,
+pub(super) fn parse_chunks(
+    text: &str,
     first: usize,
     open: u32,
     cap: u64,
