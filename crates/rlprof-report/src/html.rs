@@ -444,3 +444,32 @@ fn fill_events(t: &mut TimelineProfile, p: &Profile, order: &[usize], lane: &[u3
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The streaming escaper equals [`escape_script_json`] however the text is cut into
+    /// writes, including cuts inside U+2028/U+2029 and inside other characters that start
+    /// with the same byte (`€` is `E2 82 AC`, `‐` is `E2 80 90`).
+    #[test]
+    fn script_escape_in_pieces_equals_the_whole_escape() {
+        let text = "a<b>&c\u{2028}d\u{2029}e€f‐g\u{2028}\u{2028}€";
+        let want = escape_script_json(text);
+        let bytes = text.as_bytes();
+        for i in 0..=bytes.len() {
+            for j in i..=bytes.len() {
+                let mut out = Vec::new();
+                let mut esc = ScriptEscape {
+                    out: &mut out,
+                    pending: Vec::new(),
+                };
+                for piece in [&bytes[..i], &bytes[i..j], &bytes[j..]] {
+                    esc.write_all(piece).unwrap();
+                }
+                esc.finish().unwrap();
+                assert_eq!(String::from_utf8(out).unwrap(), want, "cut at {i} and {j}");
+            }
+        }
+    }
+}
