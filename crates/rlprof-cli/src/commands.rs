@@ -524,10 +524,32 @@ pub(crate) fn report(
         let label = |p: &Path| p.display().to_string();
         report = rlprof_report::compare(report, &other, &label(path), &label(b));
     }
+    if format != "json" && format != "text" {
+        // The HTML page is written as it is serialised (it can be a quarter of a large
+        // trace's size: building it in memory first would add that to the peak).
+        let opts = Default::default();
+        match out {
+            Some(out) => {
+                crate::output::write_report_with(out, force, |w| {
+                    Ok(rlprof_report::write_html(
+                        &report,
+                        &loaded.profiles,
+                        &opts,
+                        w,
+                    )?)
+                })?;
+                eprintln!("report written to {}", out.display());
+            }
+            None => {
+                let stdout = std::io::stdout();
+                rlprof_report::write_html(&report, &loaded.profiles, &opts, &mut stdout.lock())?;
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let text = match format {
         "json" => rlprof_report::render_json(&report)?,
-        "text" => rlprof_report::render_text(&report),
-        _ => rlprof_report::render_html(&report, &loaded.profiles, &Default::default())?,
+        _ => rlprof_report::render_text(&report),
     };
     match out {
         Some(out) => {

@@ -10,17 +10,21 @@
 //! visible at every zoom. The browser merges sub-pixel events per pixel column when drawing.
 
 use crate::ReportError;
-use crate::model::{Detail, Event, NONE, Profile, Track};
+use crate::model::{Event, NONE, Profile, Track};
 use crate::summary::Report;
 use rayon::prelude::*;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use std::collections::HashMap;
+use std::io::Write;
 
 const CSS: &str = include_str!("../assets/report.css");
 const JS: &str = include_str!("../assets/report.js");
 
 /// Bins in a lane's busy-time histogram.
 pub const HISTOGRAM_BINS: usize = 2000;
+/// Events whose details are decoded together (in parallel) by the timeline.
+const DETAIL_BATCH: usize = 1 << 14;
 /// Deepest nesting level drawn as its own lane (deeper events share the last lane).
 pub const MAX_LANE_DEPTH: usize = 8;
 
@@ -73,7 +77,10 @@ struct TimelineProfile {
     n: Vec<u32>,
     x: Vec<i64>,
     strings: Vec<String>,
-    details: Vec<Detail>,
+    /// Distinct details, each kept as its JSON text (what it serialises to): a decoded
+    /// [`Detail`](crate::model::Detail) per distinct detail would be several times the size (most foreign events'
+    /// details differ, by a correlation id if nothing else).
+    details: Vec<Box<RawValue>>,
 }
 
 #[derive(Serialize)]
@@ -82,12 +89,27 @@ struct Data<'a> {
     timeline: Vec<TimelineProfile>,
 }
 
-/// Renders the HTML report.
+/// Renders the HTML report ([`write_html`] into memory).
 pub fn render_html(
     report: &Report,
     profiles: &[Profile],
     opts: &HtmlOptions,
 ) -> Result<String, ReportError> {
+    let mut out = Vec::new();
+    write_html(report, profiles, opts, &mut out)?;
+    // Only `str`s and JSON text (UTF-8) were written, escaped by ASCII sequences.
+    Ok(String::from_utf8(out).expect("the page is UTF-8"))
+}
+
+/// Writes the HTML report to `out` as it is serialised: the page is never held in memory
+/// whole (it is about a quarter of a large trace's text), so a report's peak memory is the
+/// loaded profiles' plus the timeline's arrays.
+pub fn write_html(
+    report: &Report,
+    profiles: &[Profile],
+    opts: &HtmlOptions,
+    out: &mut dyn std::io::Write,
+) -> Result<(), ReportError> {
     let content: usize = profiles
         .iter()
         .map(|p| p.events.iter().filter(|e| e.track.is_content()).count())
@@ -106,8 +128,17 @@ pub fn render_html(
             timeline_of(i, p, share, offsets[i])
         })
         .collect();
-    let json = serde_json::to_string(&Data { report, timeline })?;
-    Ok(page(&escape_script_json(&json)))
+    let io = |e| ReportError::Json(serde_json::Error::io(e));
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, out);
+    w.write_all(page_head().as_bytes()).map_err(io)?;
+    let mut esc = ScriptEscape {
+        out: &mut w,
+        pending: Vec::new(),
+    };
+    serde_json::to_writer(&mut esc, &Data { report, timeline })?;
+    esc.finish().map_err(io)?;
+    w.write_all(page_tail().as_bytes()).map_err(io)?;
+    w.flush().map_err(io)
 }
 
 /// Escapes JSON text for a `<script>` block: `<`, `>`, `&`, U+2028 and U+2029 as `\uXXXX`
@@ -127,16 +158,91 @@ pub fn escape_script_json(json: &str) -> String {
     out
 }
 
-fn page(data: &str) -> String {
+/// [`escape_script_json`] as a writer over JSON text written in pieces. serde_json may cut its
+/// output anywhere, so a piece ending inside U+2028/U+2029's three bytes (`E2 80 A8`/`A9`) is
+/// held back until the next piece says which character it is.
+struct ScriptEscape<'w, W: std::io::Write> {
+    out: &'w mut W,
+    /// The start (`E2`, or `E2 80`) of a character not yet known.
+    pending: Vec<u8>,
+}
+
+impl<W: std::io::Write> ScriptEscape<'_, W> {
+    /// Writes what is held back (the text ended: it was not U+2028/U+2029).
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.out.write_all(&self.pending)?;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for ScriptEscape<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut held = std::mem::take(&mut self.pending);
+        let joined;
+        let bytes: &[u8] = if held.is_empty() {
+            buf
+        } else {
+            held.extend_from_slice(buf);
+            joined = held;
+            &joined
+        };
+        let mut done = 0;
+        let mut i = 0;
+        while i < bytes.len() {
+            let esc: Option<(&[u8], usize)> = match bytes[i] {
+                b'<' => Some((b"\\u003c", 1)),
+                b'>' => Some((b"\\u003e", 1)),
+                b'&' => Some((b"\\u0026", 1)),
+                0xE2 => match bytes.get(i + 1..i + 3) {
+                    Some([0x80, 0xA8]) => Some((b"\\u2028", 3)),
+                    Some([0x80, 0xA9]) => Some((b"\\u2029", 3)),
+                    Some(_) => None,
+                    // Cut inside a character that may be one of the two: wait for the rest
+                    // (unless what is there already rules them out).
+                    None if bytes[i + 1..].iter().all(|&b| b == 0x80) => {
+                        self.out.write_all(&bytes[done..i])?;
+                        self.pending.extend_from_slice(&bytes[i..]);
+                        return Ok(buf.len());
+                    }
+                    None => None,
+                },
+                _ => None,
+            };
+            match esc {
+                Some((with, n)) => {
+                    self.out.write_all(&bytes[done..i])?;
+                    self.out.write_all(with)?;
+                    i += n;
+                    done = i;
+                }
+                None => i += 1,
+            }
+        }
+        self.out.write_all(&bytes[done..])?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// The page up to the data block's contents.
+fn page_head() -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>rlprof report</title><style>{CSS}</style></head><body>\
 <header><h1>rlprof report</h1><nav id=\"nav\"></nav></header><main id=\"app\"><p id=\"loading\">loading…</p></main>\
-<script type=\"application/json\" id=\"rlprof-data\">{data}</script>\
-<script>{JS}</script></body></html>\n"
+<script type=\"application/json\" id=\"rlprof-data\">"
     )
+}
+
+/// The page after the data block's contents.
+fn page_tail() -> String {
+    format!("</script><script>{JS}</script></body></html>\n")
 }
 
 /// Per profile: its origin relative to the earliest origin of its group.
@@ -243,6 +349,45 @@ fn timeline_of(index: usize, p: &Profile, budget: usize, offset: i64) -> Timelin
     t
 }
 
+/// The distinct details' numbers by their JSON text, without a second copy of the text: a
+/// hash to the first detail with it, and the text of the rare other details whose hash
+/// collides.
+#[derive(Default)]
+struct DetailIndex {
+    first: HashMap<u64, u32>,
+    collisions: HashMap<String, u32>,
+}
+
+impl DetailIndex {
+    /// The number of the detail with JSON text `json` in `all`, added if new.
+    fn index(&mut self, json: String, all: &mut Vec<Box<RawValue>>) -> u32 {
+        use std::hash::BuildHasher;
+        let h = rustc_hash::FxBuildHasher.hash_one(json.as_str());
+        let add = |json: String, all: &mut Vec<Box<RawValue>>| {
+            // Serialised by serde_json just above: valid JSON.
+            let raw = RawValue::from_string(json).expect("a serialised detail is JSON");
+            all.push(raw);
+            (all.len() - 1) as u32
+        };
+        match self.first.get(&h) {
+            Some(&i) if all[i as usize].get() == json => i,
+            Some(_) => {
+                if let Some(&i) = self.collisions.get(&json) {
+                    return i;
+                }
+                let i = add(json.clone(), all);
+                self.collisions.insert(json, i);
+                i
+            }
+            None => {
+                let i = add(json, all);
+                self.first.insert(h, i);
+                i
+            }
+        }
+    }
+}
+
 fn add_busy(b: &mut [u64], e: &Event, start: i64, w: i64) {
     let (mut s, end) = (e.start - start, e.end() - start);
     while s < end {
@@ -263,40 +408,68 @@ fn add_busy(b: &mut [u64], e: &Event, start: i64, w: i64) {
 
 fn fill_events(t: &mut TimelineProfile, p: &Profile, order: &[usize], lane: &[u32]) {
     let mut names: HashMap<u32, u32> = HashMap::new();
-    let mut details: HashMap<String, i64> = HashMap::new();
+    let mut details = DetailIndex::default();
     let mut prev = (u32::MAX, 0i64);
-    // Details are decoded (foreign traces keep them as text) and keyed in parallel; only the
-    // de-duplication below is in order.
-    let decoded: Vec<Option<(std::borrow::Cow<Detail>, String)>> = order
-        .par_iter()
-        .map(|&i| {
+    // Details are decoded (foreign traces keep them as text) and keyed in parallel, a batch
+    // at a time (all of them at once would hold a decoded detail and its key per event, more
+    // than the loaded trace); only the de-duplication below is in order.
+    for batch in order.chunks(DETAIL_BATCH) {
+        let decoded: Vec<Option<String>> = batch
+            .par_iter()
+            .map(|&i| {
+                let e = &p.events[i];
+                let d = (e.detail != NONE).then(|| p.detail(e)).flatten()?;
+                Some(serde_json::to_string(&*d).unwrap_or_default())
+            })
+            .collect();
+        for (&i, decoded) in batch.iter().zip(decoded) {
             let e = &p.events[i];
-            let d = (e.detail != NONE).then(|| p.detail(e)).flatten()?;
-            let key = serde_json::to_string(&*d).unwrap_or_default();
-            Some((d, key))
-        })
-        .collect();
-    for (&i, decoded) in order.iter().zip(decoded) {
-        let e = &p.events[i];
-        let l = lane[i];
-        let base = if prev.0 == l { prev.1 } else { 0 };
-        prev = (l, e.start);
-        let n = *names.entry(e.name).or_insert_with(|| {
-            t.strings
-                .push(crate::model::display_name(p.str(e.name)).into_owned());
-            (t.strings.len() - 1) as u32
-        });
-        let x = match decoded {
-            Some((d, key)) => *details.entry(key).or_insert_with(|| {
-                t.details.push(d.into_owned());
-                (t.details.len() - 1) as i64
-            }),
-            None => -1,
-        };
-        t.l.push(l);
-        t.s.push(e.start - base);
-        t.d.push(e.dur);
-        t.n.push(n);
-        t.x.push(x);
+            let l = lane[i];
+            let base = if prev.0 == l { prev.1 } else { 0 };
+            prev = (l, e.start);
+            let n = *names.entry(e.name).or_insert_with(|| {
+                t.strings
+                    .push(crate::model::display_name(p.str(e.name)).into_owned());
+                (t.strings.len() - 1) as u32
+            });
+            let x = match decoded {
+                Some(json) => details.index(json, &mut t.details) as i64,
+                None => -1,
+            };
+            t.l.push(l);
+            t.s.push(e.start - base);
+            t.d.push(e.dur);
+            t.n.push(n);
+            t.x.push(x);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The streaming escaper equals [`escape_script_json`] however the text is cut into
+    /// writes, including cuts inside U+2028/U+2029 and inside other characters that start
+    /// with the same byte (`€` is `E2 82 AC`, `‐` is `E2 80 90`).
+    #[test]
+    fn script_escape_in_pieces_equals_the_whole_escape() {
+        let text = "a<b>&c\u{2028}d\u{2029}e€f‐g\u{2028}\u{2028}€";
+        let want = escape_script_json(text);
+        let bytes = text.as_bytes();
+        for i in 0..=bytes.len() {
+            for j in i..=bytes.len() {
+                let mut out = Vec::new();
+                let mut esc = ScriptEscape {
+                    out: &mut out,
+                    pending: Vec::new(),
+                };
+                for piece in [&bytes[..i], &bytes[i..j], &bytes[j..]] {
+                    esc.write_all(piece).unwrap();
+                }
+                esc.finish().unwrap();
+                assert_eq!(String::from_utf8(out).unwrap(), want, "cut at {i} and {j}");
+            }
+        }
     }
 }

@@ -29,7 +29,7 @@ pub mod processes;
 pub mod raw_input;
 pub mod summary;
 mod text;
-pub use html::{HtmlOptions, render_html};
+pub use html::{HtmlOptions, render_html, write_html};
 
 pub use chrome::Limits;
 pub use discover::load;

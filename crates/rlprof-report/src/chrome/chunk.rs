@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 use std::borrow::Cow;
 
 /// A `B` event waiting for its `E`: start, name, args, category.
-pub(super) type OpenBegin<'a> = (i64, u32, Option<&'a str>, Option<Cow<'a, str>>);
+pub(super) type OpenBegin<'a> = (i64, u32, Option<Cow<'a, str>>, Option<Cow<'a, str>>);
 
 /// What a chunk cannot settle alone (needs the events of earlier chunks): `B`/`E` pairs and
 /// metadata.
@@ -63,14 +63,73 @@ pub(super) struct Chunk<'a> {
 
 impl<'a> Chunk<'a> {
     /// Parses elements from `start` until the next element starts at or after `bound`, the
-    /// array ends, an error, or more than `cap` elements.
+    /// array ends, an error, or more than `cap` elements; the result owns all it holds.
     pub(super) fn parse(
         text: &'a str,
         start: usize,
         bound: usize,
         open: u32,
         cap: u64,
-    ) -> Chunk<'a> {
+    ) -> Chunk<'static> {
+        Chunk::parse_borrowed(text, start, bound, open, cap).detach()
+    }
+
+    /// Copies the few strings merging reads (distinct names, thread ids, metadata labels, a
+    /// `B` event's `args`) out of the text and drops the scratch that points into it, so that
+    /// the text can be given back (a mapped file's pages) or freed (a gunzipped text) before
+    /// the chunks are merged, and merging never reads it (the pages of ~30 names scattered
+    /// over a chunk would be most of it).
+    fn detach(self) -> Chunk<'static> {
+        let own = |s: Cow<'a, str>| -> Cow<'static, str> { Cow::Owned(s.into_owned()) };
+        let specials = self
+            .specials
+            .into_iter()
+            .map(|(at, s)| {
+                let s = match s {
+                    Special::Begin(t, (start, n, args, cat)) => {
+                        Special::Begin(t, (start, n, args.map(own), cat.map(own)))
+                    }
+                    Special::End(t, end) => Special::End(t, end),
+                    Special::ProcessName(pid, label) => Special::ProcessName(own(pid), label),
+                    Special::ThreadName(pid, tid, label) => {
+                        Special::ThreadName(own(pid), own(tid), label)
+                    }
+                };
+                (at, s)
+            })
+            .collect();
+        Chunk {
+            start: self.start,
+            stop: self.stop,
+            end: self.end,
+            count: self.count,
+            error: self.error,
+            events: self.events,
+            details: self.details,
+            names: self.names.into_iter().map(own).collect(),
+            name_ix: FxHashMap::default(),
+            threads: self
+                .threads
+                .into_iter()
+                .map(|(pid, tid)| (own(pid), own(tid)))
+                .collect(),
+            thread_ix: FxHashMap::default(),
+            last_threads: [None; 4],
+            last_next: 0,
+            memory: self.memory,
+            mem_thread: self.mem_thread,
+            mem_host: self.mem_host,
+            specials,
+            steps: self.steps,
+            members: Vec::new(),
+            cache: Cache::default(),
+            arena: self.arena,
+            spans: self.spans,
+        }
+    }
+
+    /// [`Chunk::parse`] before [`Chunk::detach`].
+    fn parse_borrowed(text: &'a str, start: usize, bound: usize, open: u32, cap: u64) -> Chunk<'a> {
         let guess = (bound.min(text.len()) - start.min(text.len())) / 200;
         let mut c = Chunk {
             start,
@@ -233,7 +292,10 @@ impl<'a> Chunk<'a> {
                 let start = us_to_ns(ev.ts);
                 let n = self.intern(name);
                 let cat = ev.cat.map(|c| c.text());
-                self.special(Special::Begin(t, (start, n, ev.args, cat)));
+                self.special(Special::Begin(
+                    t,
+                    (start, n, ev.args.map(Cow::Borrowed), cat),
+                ));
             }
             "E" => {
                 let t = self.thread(ev.pid, ev.tid);

@@ -2,7 +2,8 @@
 //! (in parallel pieces, lossy only when needed), sniffing whether a `.json` holds trace events,
 //! and the rank a file name carries.
 
-use super::parse::read_text;
+use super::parse::{parse_text, read_text};
+use super::release::Release;
 use super::{CHUNK_BYTES, Limits, MAP_MIN_BYTES};
 use crate::error::ReportError;
 use crate::model::{Profile, SourceFormat};
@@ -69,52 +70,138 @@ pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), Re
     let file = std::fs::File::open(path).map_err(crate::error::io(path))?;
     let len = file.metadata().map_err(crate::error::io(path))?.len();
     let gz = path.extension().is_some_and(|e| e == "gz");
-    if !gz && len > limits.max_bytes {
+    if gz {
+        return read_gz(file, len, path, p, limits);
+    }
+    if len > limits.max_bytes {
         return Err(limit(path, "uncompressed size in bytes", limits.max_bytes));
+    }
+    if len < MAP_MIN_BYTES {
+        let mut v = Vec::with_capacity(len as usize + 1);
+        read_capped(&file, path, limits.max_bytes, &mut v)?;
+        return read_text(&text_of(&v), path, p, limits);
     }
     // SAFETY: the map is only read while this function runs. Like every reader of a mapped
     // file, a concurrent writer truncating the file could fault the process; trace files are
     // written once by the profiler and not modified while a report is built. (Not
     // pre-faulted with `populate`, which maps every page on this thread: the parallel UTF-8
     // check touches the pages first, on every thread.)
-    let map = if len >= MAP_MIN_BYTES {
-        // SAFETY: see above.
-        Some(unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(crate::error::io(path))?)
-    } else {
-        None
+    let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(crate::error::io(path))?;
+    let release = Release::File(&map);
+    let text = text_of(&map);
+    // Text that had to be repaired is a copy in memory: nothing of it can be given back.
+    let release = match text {
+        Cow::Borrowed(_) => release,
+        Cow::Owned(_) => Release::None,
     };
-    let small;
-    let bytes: &[u8] = match &map {
-        Some(m) => m,
-        None => {
-            let mut v = Vec::with_capacity(len as usize + 1);
-            read_capped(&file, path, limits.max_bytes, &mut v)?;
-            small = v;
-            &small
-        }
-    };
-    if gz {
-        // The gzip trailer holds the uncompressed size (mod 2^32): a capacity hint.
-        let hint = bytes
-            .len()
-            .checked_sub(4)
-            .map(|i| u32::from_le_bytes(bytes[i..].try_into().expect("4 bytes")) as u64)
-            .unwrap_or(0)
-            .min(limits.max_bytes) as usize;
-        let mut text = Vec::with_capacity(hint + 1);
-        read_capped(
-            flate2::bufread::MultiGzDecoder::new(bytes),
-            path,
-            limits.max_bytes,
-            &mut text,
-        )?;
-        let res = read_text(&text_of(&text), path, p, limits);
-        drop_in_background(text);
-        return res;
-    }
-    let res = read_text(&text_of(bytes), path, p, limits);
+    let parsed = parse_text(&text, path, limits, release);
+    drop(text);
+    // The pages are given back already; unmapping is page-table work off this thread.
     drop_in_background(map);
-    res
+    parsed?.finish(p);
+    Ok(())
+}
+
+/// Reads a gzip-compressed trace: the compressed file is read in small buffers (not mapped:
+/// its pages would count as resident on top of the text) and decompressed into an anonymous
+/// mapping sized by the gzip trailer, whose pages are given back as the parse passes them
+/// ([`Release::Consumed`]); a trailer that understates the size (several gzip members, or
+/// 4 GiB and more) moves the text into memory, parsed without giving pages back.
+fn read_gz(
+    file: std::fs::File,
+    len: u64,
+    path: &Path,
+    p: &mut Profile,
+    limits: &Limits,
+) -> Result<(), ReportError> {
+    use std::os::unix::fs::FileExt;
+    // The gzip trailer holds the uncompressed size (mod 2^32) of the last member.
+    let mut trailer = [0u8; 4];
+    let hint = match len.checked_sub(4) {
+        Some(at) if file.read_exact_at(&mut trailer, at).is_ok() => {
+            u32::from_le_bytes(trailer) as u64
+        }
+        _ => 0,
+    }
+    .min(limits.max_bytes) as usize;
+    let decoder = || -> std::io::Result<_> {
+        let mut f = file.try_clone()?;
+        std::io::Seek::rewind(&mut f)?;
+        Ok(Capped {
+            inner: flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 16, f)),
+            left: limits.max_bytes,
+            hit: false,
+        })
+    };
+    let mut input = decoder().map_err(crate::error::io(path))?;
+    // One byte more than the hint: filling it says the hint was short.
+    let mut map = memmap2::MmapMut::map_anon(hint + 1).map_err(crate::error::io(path))?;
+    let mut filled = 0;
+    while filled < map.len() {
+        match input.read(&mut map[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(read_error(&input, path, limits, e)),
+        }
+    }
+    if filled == map.len() {
+        // Longer than the trailer says: the rest goes after it in memory.
+        let mut text = Vec::with_capacity(filled * 2);
+        text.extend_from_slice(&map[..filled]);
+        drop(map);
+        let left = input.left;
+        read_capped(input.inner, path, left, &mut text)?;
+        let parsed = parse_text(&text_of(&text), path, limits, Release::None);
+        drop(text);
+        parsed?.finish(p);
+        return Ok(());
+    }
+    let map = map.make_read_only().map_err(crate::error::io(path))?;
+    let text = text_of(&map[..filled]);
+    let release = match text {
+        Cow::Borrowed(_) => Release::Consumed(&map),
+        Cow::Owned(_) => Release::None,
+    };
+    let parsed = parse_text(&text, path, limits, release);
+    let waved = release.in_waves();
+    drop(text);
+    // Freed before the chunks are merged into the profile (what merging allocates would
+    // otherwise come on top of what is left of the text).
+    drop(map);
+    match parsed {
+        Ok(st) => {
+            st.finish(p);
+            Ok(())
+        }
+        // Its line and column were counted over text given back: read it again in memory
+        // for the same error with the right position.
+        Err(ReportError::Malformed { .. }) if waved => {
+            let mut again = Vec::with_capacity(filled + 1);
+            read_capped(
+                decoder().map_err(crate::error::io(path))?,
+                path,
+                limits.max_bytes,
+                &mut again,
+            )?;
+            read_text(&text_of(&again), path, p, limits)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The error of a failed read of `input`: the size limit when it was reached.
+fn read_error<R>(
+    input: &Capped<R>,
+    path: &Path,
+    limits: &Limits,
+    e: std::io::Error,
+) -> ReportError {
+    if input.hit {
+        limit(path, "uncompressed size in bytes", limits.max_bytes)
+    } else {
+        crate::error::io(path)(e)
+    }
 }
 
 /// Drops `v` on the rayon pool: unmapping an 80 MB mapping or freeing the text is a few
@@ -160,7 +247,9 @@ pub(super) fn read_capped(
 }
 
 /// The bytes as text, invalid UTF-8 replaced by U+FFFD (no copy when valid). Checked in
-/// parallel pieces cut before ASCII bytes (always character boundaries).
+/// parallel pieces cut before ASCII bytes (always character boundaries). (A mapped text's pages
+/// are not given back here: the parse would fault every page in again, which costs more
+/// system time than the few milliseconds the whole text is resident saves.)
 pub(super) fn text_of(bytes: &[u8]) -> Cow<'_, str> {
     let n = (bytes.len() / (4 * CHUNK_BYTES)).clamp(1, 64);
     let mut cuts = vec![0];

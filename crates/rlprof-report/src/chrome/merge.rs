@@ -3,8 +3,7 @@
 //! process names, host memory, and each memory event's owning op.
 
 use super::chunk::{Chunk, OpenBegin, Special, is_empty_object, par_append, push_raw, step_number};
-use super::detail::{detail_of, detail_of_text};
-use super::event::{Cache, Members};
+use super::detail::detail_of_text;
 use super::tracks::{classify, is_whole_trace};
 use crate::model::{Event, MemEvent, NONE, Profile, RAW_DETAIL, RawDetails, RawSpan, Track};
 use rayon::prelude::*;
@@ -13,13 +12,15 @@ use std::collections::HashMap;
 
 /// Merges chunks in order and applies what is known only at the end.
 #[derive(Default)]
-pub(super) struct State<'a> {
+pub(super) struct State {
+    /// The chunks of each events array read, in file order, not yet merged.
+    pub(super) arrays: Vec<Vec<Chunk<'static>>>,
     pub(super) events: u64,
     pub(super) threads: HashMap<(String, String), u32>,
     pub(super) thread_pid: Vec<String>,
     pub(super) process_names: HashMap<String, String>,
     pub(super) thread_names: HashMap<(String, String), String>,
-    pub(super) open: HashMap<u32, Vec<OpenBegin<'a>>>,
+    pub(super) open: HashMap<u32, Vec<OpenBegin<'static>>>,
     pub(super) mem_thread: Vec<u32>,
     /// Per memory event: whether it is host (CPU) memory.
     pub(super) mem_host: Vec<bool>,
@@ -28,13 +29,11 @@ pub(super) struct State<'a> {
     pub(super) dist_rank: Option<u32>,
     /// Job metadata from the top level (world size, trace id, host).
     pub(super) meta: crate::model::JobMeta,
-    pub(super) members: Members<'a>,
-    pub(super) cache: Cache<'a>,
     /// The arena (in `p.raw_details`) of matched `B`/`E` events' raw details, once there is one.
     pub(super) pair_arena: Option<u32>,
 }
 
-impl<'a> State<'a> {
+impl State {
     pub(super) fn thread(&mut self, pid: &str, tid: &str) -> u32 {
         let key = (pid.to_string(), tid.to_string());
         if let Some(&t) = self.threads.get(&key) {
@@ -47,7 +46,7 @@ impl<'a> State<'a> {
     }
 
     /// Appends a chunk's events to `p` (numbering its names, threads and details globally).
-    pub(super) fn merge(&mut self, mut c: Chunk<'a>, p: &mut Profile) {
+    pub(super) fn merge(&mut self, mut c: Chunk<'static>, p: &mut Profile) {
         let tmap: Vec<u32> = c.threads.iter().map(|(a, b)| self.thread(a, b)).collect();
         let nmap: Vec<u32> = c.names.iter().map(|n| p.intern(n)).collect();
         let dbase = p.details.len() as u32;
@@ -101,7 +100,8 @@ impl<'a> State<'a> {
                     let t = tmap[t as usize];
                     if let Some((start, n, args, cat)) = self.open.get_mut(&t).and_then(|v| v.pop())
                     {
-                        self.end_event(p, t, n, cat.as_deref(), start, (end - start).max(0), args);
+                        let dur = (end - start).max(0);
+                        self.end_event(p, t, n, cat.as_deref(), start, dur, args.as_deref());
                     }
                 }
                 Special::ProcessName(pid, label) => {
@@ -127,7 +127,7 @@ impl<'a> State<'a> {
     /// [`State::merge`] of all chunks at once, for chunks without `B`/`E` events and with raw
     /// details that fit a reference: the numbering is done in order, the copying (events,
     /// memory events, raw detail spans) in parallel into the sized vectors.
-    pub(super) fn merge_parallel(&mut self, mut chunks: Vec<Chunk<'a>>, p: &mut Profile) {
+    pub(super) fn merge_parallel(&mut self, mut chunks: Vec<Chunk<'static>>, p: &mut Profile) {
         struct Map {
             names: Vec<u32>,
             threads: Vec<u32>,
@@ -235,7 +235,7 @@ impl<'a> State<'a> {
         cat: Option<&str>,
         start: i64,
         dur: i64,
-        args: Option<&'a str>,
+        args: Option<&str>,
     ) {
         if is_whole_trace(cat) {
             return;
@@ -255,10 +255,7 @@ impl<'a> State<'a> {
                 let RawDetails { arenas, spans } = raw;
                 match push_raw(&mut arenas[ix as usize], spans, ix, a, track) {
                     Some(i) => i,
-                    None => {
-                        let d = detail_of(track, a, &mut self.members, &mut self.cache);
-                        p.add_detail(d)
-                    }
+                    None => p.add_detail(detail_of_text(track, a)),
                 }
             }
             None => NONE,
@@ -274,9 +271,42 @@ impl<'a> State<'a> {
         });
     }
 
-    /// Applies what is known only at the end: process names (Ascend's device processes),
-    /// thread names, memory attribution, the rank and the time base.
-    pub(super) fn finish(self, p: &mut Profile) {
+    /// Merges the chunks of each events array read into `p` (numbering names, threads and
+    /// details globally, in file order).
+    fn merge_arrays(&mut self, p: &mut Profile) {
+        for chunks in std::mem::take(&mut self.arrays) {
+            // Sized once: growing these while merging would copy them (and fault their pages)
+            // again.
+            let sum = |f: fn(&Chunk) -> usize| chunks.iter().map(f).sum::<usize>();
+            p.events.reserve(sum(|c| c.events.len() + c.specials.len()));
+            p.details
+                .reserve(sum(|c| c.details.len() + c.specials.len()));
+            p.memory.reserve(sum(|c| c.memory.len()));
+            self.mem_thread.reserve(sum(|c| c.memory.len()));
+            self.mem_host.reserve(sum(|c| c.memory.len()));
+            // `B`/`E` pairs are matched in file order across chunks, so chunks with them are
+            // merged one by one; otherwise the copying is done in parallel.
+            let pairs = chunks.iter().any(|c| {
+                c.specials
+                    .iter()
+                    .any(|(_, s)| matches!(s, Special::Begin(..) | Special::End(..)))
+            });
+            let spans = p.raw_details.spans.len() + sum(|c| c.spans.len());
+            if pairs || spans >= RAW_DETAIL as usize {
+                for c in chunks {
+                    self.merge(c, p);
+                }
+            } else {
+                self.merge_parallel(chunks, p);
+            }
+        }
+    }
+
+    /// Merges the chunks read, then applies what is known only at the end: process names
+    /// (Ascend's device processes), thread names, memory attribution, the rank and the time
+    /// base.
+    pub(super) fn finish(mut self, p: &mut Profile) {
+        self.merge_arrays(p);
         let State {
             threads,
             thread_pid,

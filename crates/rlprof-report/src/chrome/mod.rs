@@ -4,7 +4,9 @@
 //! How a file is read: a plain file is memory-mapped (no copy); a `.gz` file is decompressed
 //! into memory (flate2 on the zlib-rs backend), counted against the size limit as it is read.
 //! The text is checked as UTF-8 in parallel pieces; invalid UTF-8 is replaced by U+FFFD (one
-//! copy, only then), so hostile bytes in names load as inert text.
+//! copy, only then), so hostile bytes in names load as inert text. A mapped file's pages, and
+//! a gunzipped text's, are given back as the parse passes them ([`release`]), so the text does
+//! not stay resident while the report is built.
 //!
 //! How it is parsed: the strict hand-written reader of [`crate::json_reader`] (why it is
 //! hand-written is said there) walks the top level; the `traceEvents` array is cut into chunks
@@ -25,8 +27,9 @@
 //! One concern per file: [`file`] opens and checks the text, [`parse`] walks the top level and
 //! cuts the events array into chunks, [`event`] reads one event's fields, [`chunk`] builds what
 //! one chunk holds, [`merge`] joins the chunks in file order and finishes the profile,
-//! [`tracks`] puts events on tracks, [`detail`] decodes the arguments the report shows, and
-//! [`time`] turns timestamps into integer nanoseconds.
+//! [`tracks`] puts events on tracks, [`detail`] decodes the arguments the report shows,
+//! [`time`] turns timestamps into integer nanoseconds, and [`release`] gives a mapped text's
+//! pages back once read.
 
 use crate::json_reader as json;
 
@@ -91,6 +94,7 @@ mod event;
 mod file;
 mod merge;
 mod parse;
+mod release;
 #[cfg(test)]
 mod tests;
 mod time;

@@ -1,13 +1,14 @@
 //! The top level of a trace document and the parallel cut of its `traceEvents` array into
 //! chunks at event boundaries, each chunk's start checked against where the previous one ended.
 
-use super::chunk::{Chunk, Special};
+use super::chunk::Chunk;
 use super::file::limit;
 use super::merge::State;
+use super::release::Release;
 use super::{CHUNK_BYTES, Limits, MAX_DEPTH};
 use crate::error::ReportError;
 use crate::json_reader::{self as json, ErrorKind, Reader};
-use crate::model::{Profile, RAW_DETAIL};
+use crate::model::Profile;
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -24,20 +25,31 @@ impl From<json::Error> for Fail {
     }
 }
 
-/// Parses a whole Chrome-trace text into `p`.
+/// Parses a whole Chrome-trace text (held in memory) into `p`.
 pub(super) fn read_text(
     text: &str,
     path: &Path,
     p: &mut Profile,
     limits: &Limits,
 ) -> Result<(), ReportError> {
+    parse_text(text, path, limits, Release::None)?.finish(p);
+    Ok(())
+}
+
+/// Parses a whole Chrome-trace text, giving each parsed stretch's pages back to `release`.
+/// What the events need is owned by the result: the text can be dropped before the result is
+/// merged into a profile ([`State::finish`]), which is where most of the profile's memory is
+/// allocated.
+pub(super) fn parse_text(
+    text: &str,
+    path: &Path,
+    limits: &Limits,
+    release: Release<'_>,
+) -> Result<State, ReportError> {
     let mut st = State::default();
-    let res = top(text, &mut st, p, limits);
+    let res = top(text, &mut st, limits, release);
     match res {
-        Ok(()) => {
-            st.finish(p);
-            Ok(())
-        }
+        Ok(()) => Ok(st),
         Err(Fail::Limit) => Err(limit(path, "events", limits.max_events)),
         Err(Fail::Json(e)) if e.kind == ErrorKind::Depth => {
             Err(limit(path, "JSON nesting depth", MAX_DEPTH))
@@ -69,11 +81,11 @@ pub(super) fn read_text(
 
 /// The top level: an object with `traceEvents` (and `baseTimeNanoseconds`, `distributedInfo`),
 /// or a bare array of events; then only whitespace.
-pub(super) fn top<'a>(
-    text: &'a str,
-    st: &mut State<'a>,
-    p: &mut Profile,
+pub(super) fn top(
+    text: &str,
+    st: &mut State,
     limits: &Limits,
+    release: Release<'_>,
 ) -> Result<(), Fail> {
     let mut r = Reader::new(text, 0);
     r.ws();
@@ -90,7 +102,7 @@ pub(super) fn top<'a>(
                     match key.as_ref() {
                         "traceEvents" => {
                             saw_events = true;
-                            events_array(&mut r, 1, st, p, limits)?;
+                            events_array(&mut r, 1, st, limits, release)?;
                         }
                         "baseTimeNanoseconds" => {
                             st.base_ns = if r.null()? {
@@ -145,7 +157,7 @@ pub(super) fn top<'a>(
                 return Err(Fail::Shape("no traceEvents array"));
             }
         }
-        Some(b'[') => events_array(&mut r, 0, st, p, limits)?,
+        Some(b'[') => events_array(&mut r, 0, st, limits, release)?,
         _ => {
             return Err(Fail::Json(r.err(
                 "expected a Chrome trace object with traceEvents, or an array of events",
@@ -159,13 +171,14 @@ pub(super) fn top<'a>(
     Ok(())
 }
 
-/// Parses an array of events (the cursor at `[`, inside `open` containers) into `p`.
-pub(super) fn events_array<'a>(
-    r: &mut Reader<'a>,
+/// Parses an array of events (the cursor at `[`, inside `open` containers) into chunks kept
+/// in `st` (merged by [`State::finish`]).
+pub(super) fn events_array(
+    r: &mut Reader<'_>,
     open: u32,
-    st: &mut State<'a>,
-    p: &mut Profile,
+    st: &mut State,
     limits: &Limits,
+    release: Release<'_>,
 ) -> Result<(), Fail> {
     r.ws();
     if r.peek() != Some(b'[') {
@@ -178,15 +191,7 @@ pub(super) fn events_array<'a>(
         r.pos += 1;
         return Ok(());
     }
-    let chunks = parse_chunks(r.text(), r.pos, open + 1, limits.max_events);
-    // Sized once: growing these while merging would copy them (and fault their pages) again.
-    let sum = |f: fn(&Chunk) -> usize| chunks.iter().map(f).sum::<usize>();
-    p.events.reserve(sum(|c| c.events.len() + c.specials.len()));
-    p.details
-        .reserve(sum(|c| c.details.len() + c.specials.len()));
-    p.memory.reserve(sum(|c| c.memory.len()));
-    st.mem_thread.reserve(sum(|c| c.memory.len()));
-    st.mem_host.reserve(sum(|c| c.memory.len()));
+    let chunks = parse_chunks(r.text(), r.pos, open + 1, limits.max_events, release);
     for c in &chunks {
         st.events += c.count;
         if st.events > limits.max_events {
@@ -197,35 +202,26 @@ pub(super) fn events_array<'a>(
         }
         r.pos = c.stop;
     }
-    // `B`/`E` pairs are matched in file order across chunks, so chunks with them are merged
-    // one by one; otherwise the copying is done in parallel.
-    let pairs = chunks.iter().any(|c| {
-        c.specials
-            .iter()
-            .any(|(_, s)| matches!(s, Special::Begin(..) | Special::End(..)))
-    });
-    let spans = p.raw_details.spans.len() + sum(|c| c.spans.len());
-    if pairs || spans >= RAW_DETAIL as usize {
-        for c in chunks {
-            st.merge(c, p);
-        }
-    } else {
-        st.merge_parallel(chunks, p);
-    }
+    st.arrays.push(chunks);
     Ok(())
 }
 
 /// Parses the elements of an events array from `first` (an element's first byte) in chunks,
-/// in parallel; returns the chunks of the sequential parse, in order.
-pub(super) fn parse_chunks<'a>(text: &'a str, first: usize, open: u32, cap: u64) -> Vec<Chunk<'a>> {
+/// in parallel; returns the chunks of the sequential parse, in order. Each chunk's stretch of
+/// text is given back to `release` once parsed (a chunk parsed again reads it back).
+pub(super) fn parse_chunks(
+    text: &str,
+    first: usize,
+    open: u32,
+    cap: u64,
+    release: Release<'_>,
+) -> Vec<Chunk<'static>> {
     let b = text.as_bytes();
     let len = b.len() - first;
     let threads = rayon::current_num_threads();
-    let n = if threads <= 1 {
-        1
-    } else {
-        (len / CHUNK_BYTES).clamp(1, threads * 16)
-    };
+    // On one thread too the text is cut (into at most 16 chunks), so that a chunk's text can
+    // be given back before the next one is parsed.
+    let n = (len / CHUNK_BYTES).clamp(1, threads.max(1) * 16);
     let mut starts = vec![first];
     for i in 1..n {
         let from = (first + len / n * i).max(*starts.last().expect("non-empty") + 1);
@@ -236,31 +232,55 @@ pub(super) fn parse_chunks<'a>(text: &'a str, first: usize, open: u32, cap: u64)
         }
     }
     let bound = |k: usize| starts.get(k + 1).copied().unwrap_or(usize::MAX);
-    let guessed: Vec<Chunk<'a>> = (0..starts.len())
-        .into_par_iter()
-        .map(|k| Chunk::parse(text, starts[k], bound(k), open, cap))
-        .collect();
-    let mut out = Vec::with_capacity(guessed.len());
+    // A text that is given back only once checked is parsed a wave of chunks at a time (a few
+    // per thread, so the threads stay busy), the text before the checked position given back
+    // after each wave; otherwise all chunks form one wave.
+    let wave = if release.in_waves() {
+        threads.max(1) * WAVE_PER_THREAD
+    } else {
+        starts.len()
+    };
+    let mut out = Vec::with_capacity(starts.len());
     let mut pos = first;
-    for (k, c) in guessed.into_iter().enumerate() {
-        if pos >= bound(k) {
-            // The previous chunk ran past this whole one (its guessed start was wrong).
-            continue;
+    for from in (0..starts.len()).step_by(wave.max(1)) {
+        let ks = from..(from + wave).min(starts.len());
+        let guessed: Vec<Chunk<'static>> = ks
+            .clone()
+            .into_par_iter()
+            .map(|k| {
+                let c = Chunk::parse(text, starts[k], bound(k), open, cap);
+                release.read(c.start, c.stop);
+                c
+            })
+            .collect();
+        let wave_start = pos;
+        for (k, c) in ks.zip(guessed) {
+            if pos >= bound(k) {
+                // The previous chunk ran past this whole one (its guessed start was wrong).
+                continue;
+            }
+            let c = if c.start == pos {
+                c
+            } else {
+                let c = Chunk::parse(text, pos, bound(k), open, cap);
+                release.read(c.start, c.stop);
+                c
+            };
+            pos = c.stop;
+            let done = c.error.is_some() || c.end || c.count > cap;
+            out.push(c);
+            if done {
+                return out;
+            }
         }
-        let c = if c.start == pos {
-            c
-        } else {
-            Chunk::parse(text, pos, bound(k), open, cap)
-        };
-        pos = c.stop;
-        let done = c.error.is_some() || c.end || c.count > cap;
-        out.push(c);
-        if done {
-            break;
-        }
+        // Everything before `pos` is parsed and checked; later chunks start at or after it.
+        release.consumed(wave_start, pos);
     }
     out
 }
+
+/// Chunks per thread in one wave of [`parse_chunks`] (when parsing in waves).
+const WAVE_PER_THREAD: usize = 4;
 
 /// The first likely event start at or after `from`: a `{` after a `,` and before a `"` or `}`
 /// (whitespace allowed between). Only a guess: [`parse_chunks`] checks it.

@@ -535,3 +535,88 @@ fn utf8_is_checked_in_pieces_and_replaced_when_invalid() {
     assert!(t.contains('\u{FFFD}'));
     assert_eq!(t, String::from_utf8_lossy(&bytes));
 }
+
+/// A trace of `n` complete events (some with names that hold fake event text, so cut guesses
+/// land inside strings), memory events and a `B`/`E` pair spanning the whole array.
+fn big_trace(n: u32) -> String {
+    let fake = r#",{\"ph\":\"X\",\"name\":\"fake\"},{\"x\":1}"#.repeat(2000);
+    let mut evs =
+        vec![r#"{"ph":"B","name":"pair","pid":1,"tid":1,"ts":0,"args":{"a":1}}"#.to_string()];
+    for i in 0..n {
+        let name = if i % 997 == 0 {
+            format!("trap{fake}")
+        } else {
+            format!("op{}", i % 13)
+        };
+        evs.push(format!(
+            r#"{{"ph":"X","cat":"{}","name":"{name}","pid":1,"tid":{},"ts":{}.{:03},"dur":{},"args":{{"Input Dims":[[{i}]],"n":{{"x":[{{"y":1}},{{"z":2}}]}}}}}}"#,
+            if i % 3 == 0 { "cpu_op" } else { "kernel" },
+            i % 4,
+            i * 10,
+            i % 1000,
+            i % 50
+        ));
+        if i % 100 == 0 {
+            evs.push(format!(
+                r#"{{"ph":"i","name":"[memory]","pid":1,"tid":0,"ts":{},"args":{{"Bytes":{},"Addr":{}}}}}"#,
+                i * 10 + 1,
+                if i % 200 == 0 { 64 } else { -64 },
+                i % 7
+            ));
+        }
+    }
+    evs.push(r#"{"ph":"E","pid":1,"tid":1,"ts":9}"#.to_string());
+    format!(
+        "{{\"traceEvents\":[\n  {}\n],\"deviceProperties\":[{{\"a\":1}},{{\"b\":2}}]}}",
+        evs.join(",\n  ")
+    )
+}
+
+/// Loads `doc` from a mapped `.json` file and from a `.json.gz` (gunzipped into a map given
+/// back in waves) on 2 threads (waves of 8 chunks, so a large document takes several).
+fn load_both(doc: &str) -> [Result<View, String>; 2] {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("t.json");
+    let gz = dir.path().join("t.json.gz");
+    std::fs::write(&plain, doc).unwrap();
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::fast(),
+    );
+    enc.write_all(doc.as_bytes()).unwrap();
+    enc.finish().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let load = |path: &Path| {
+        pool.install(|| {
+            let mut p = profile();
+            read_into(path, &mut p, &Limits::default())
+                .map(|()| view(&p))
+                .map_err(|e| e.to_string().replace(&path.display().to_string(), "PATH"))
+        })
+    };
+    [load(&plain), load(&gz)]
+}
+
+#[test]
+fn pages_given_back_while_parsing_are_never_read_as_text() {
+    let doc = big_trace(70_000);
+    // More than one wave of 8 chunks on 2 threads.
+    assert!(doc.len() > 10 * CHUNK_BYTES, "{}", doc.len());
+    let want = reference(&doc, u64::MAX).unwrap();
+    let [plain, gz] = load_both(&doc);
+    assert_eq!(plain.unwrap(), want);
+    assert_eq!(gz.unwrap(), want);
+    // An error in a late wave has the line and column of the whole text (the gunzipped
+    // text before it was given back, so it is found again).
+    let at = doc.rfind("\"op5\"").unwrap();
+    assert!(at > 9 * CHUNK_BYTES);
+    let bad = format!("{}\"op5\" x{}", &doc[..at], &doc[at + 5..]);
+    let want_err = ours(&bad, u64::MAX).unwrap_err();
+    let [plain, gz] = load_both(&bad);
+    assert_eq!(plain.unwrap_err(), want_err.replace("t.json", "PATH"));
+    assert_eq!(gz.unwrap_err(), want_err.replace("t.json", "PATH"));
+}
