@@ -15,10 +15,9 @@ ov=(algorithm.adv_estimator=grpo data.train_batch_size=1024 data.max_prompt_leng
   actor_rollout_ref.rollout.n=5 trainer.n_gpus_per_node=8 trainer.total_epochs=15)
 cd "$root"
 echo "== whole process: rlprof config show (A) vs python hydra_compose.py (B), $runs pairs"
-RLPROF_PKG_PATH=$pkg farm-bench -n "$runs" --timeout 900 \
-  --vs "env PYTHONPATH=$pkg $py $repo/scripts/hydra_compose.py verl/trainer/config ppo_trainer ${ov[*]}" \
-  -- "$repo/target/release/rlprof" config show --json --config-path verl/trainer/config \
-  --config-name ppo_trainer "${ov[@]}"
+RLPROF_PKG_PATH=$pkg "$repo/scripts/paired_time.sh" "$runs" \
+  "$repo/target/release/rlprof config show --json --config-path verl/trainer/config --config-name ppo_trainer ${ov[*]}" \
+  "env PYTHONPATH=$pkg $py $repo/scripts/hydra_compose.py verl/trainer/config ppo_trainer ${ov[*]}"
 echo "== Hydra in process: compose + to_container(resolve=True), after imports and a warm-up"
 PYTHONPATH=$pkg "$py" - "$runs" "${ov[@]}" <<'PY'
 import os, statistics, sys, time

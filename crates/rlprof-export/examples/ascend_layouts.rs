@@ -6,7 +6,7 @@
 //! - `ascend_layouts export DIR db|text`: exports it in that layout (the whole pass: decode,
 //!   attribution, output) and prints the events and the output's bytes.
 //!
-//! Timed from outside with `farm-bench ... --vs` (one layout against the other, paired runs).
+//! Timed from outside with `scripts/paired_time.sh` (one layout against the other, paired runs).
 
 use rlprof_export::ascend_db::Layout;
 use rlprof_export::decode::Index;
