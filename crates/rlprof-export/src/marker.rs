@@ -1,4 +1,5 @@
-//! The "parsed" marker of a collection ([`MARKER`], JSON) and the `partial` flag in the tool's
+//! Writing the "parsed" marker of a collection ([`MARKER`], JSON; its read side, [`complete`],
+//! is the raw format's, in `rlprof_profiler::raw::marker`) and the `partial` flag in the tool's
 //! metadata.
 //!
 //! The marker is the analysis report plus `files`: every output, relative to the collection
@@ -10,43 +11,12 @@
 use crate::ExportError;
 use crate::staging::write_atomic;
 
-/// Marker written into a collection directory once it is parsed.
-pub const MARKER: &str = "rlprof_analysis.json";
+pub use rlprof_profiler::raw::marker::{MARKER, complete};
 /// Warnings about damaged or truncated raw data.
 pub const WARNINGS: &str = "rlprof_warnings.txt";
 use serde::Serialize;
 use serde_json::Value;
-use std::path::{Component, Path, PathBuf};
-
-/// Whether `dir` has a marker whose every listed file exists.
-pub fn complete(dir: &Path) -> bool {
-    let Ok(text) = std::fs::read(dir.join(MARKER)) else {
-        return false;
-    };
-    let Ok(v) = serde_json::from_slice::<Value>(&text) else {
-        return false;
-    };
-    let Some(files) = v.get("files").and_then(Value::as_array) else {
-        return false;
-    };
-    files.iter().all(|f| {
-        f.as_str()
-            .and_then(|f| inside_or_beside(dir, Path::new(f)))
-            .is_some_and(|p| p.exists())
-    })
-}
-
-/// `rel` resolved against `dir`, when it stays in `dir` or its parent (the only places outputs
-/// are written); `None` for anything else a hand-edited marker might say.
-fn inside_or_beside(dir: &Path, rel: &Path) -> Option<PathBuf> {
-    let mut comps = rel.components().peekable();
-    if comps.peek() == Some(&Component::ParentDir) {
-        comps.next();
-    }
-    comps
-        .all(|c| matches!(c, Component::Normal(_)))
-        .then(|| dir.join(rel))
-}
+use std::path::Path;
 
 /// `path` relative to the collection directory `dir`.
 fn relative(dir: &Path, path: &Path) -> String {
@@ -119,13 +89,5 @@ mod tests {
             relative(d, Path::new("/s/step1/e2e/t.pt.trace.json.gz")),
             "../t.pt.trace.json.gz"
         );
-    }
-
-    #[test]
-    fn marker_paths_cannot_point_elsewhere() {
-        let d = Path::new("/s/c");
-        assert!(inside_or_beside(d, Path::new("../x")).is_some());
-        assert!(inside_or_beside(d, Path::new("../../x")).is_none());
-        assert!(inside_or_beside(d, Path::new("/etc/passwd")).is_none());
     }
 }

@@ -222,6 +222,7 @@ impl<'a> Sink<'a> {
             dist_rank,
             ..
         } = self;
+        crate::chrome::demote_nested_role_calls(&mut p.events);
         let proc_of = |t: u32| {
             process_names
                 .get(&thread_pid[t as usize])

@@ -2,7 +2,8 @@
 //! a Chrome trace file or a directory of them, or an Ascend `*_ascend_pt` directory.
 //!
 //! A collection directory (one holding `rlprof_raw/`) is read from its raw files only; files the
-//! exporters wrote beside them are not read again. A directory that one of [`DIR_SOURCES`]
+//! exporters wrote into it or beside it (a torch trace next to its collection, as its marker
+//! lists it) are not read again. A directory that one of [`DIR_SOURCES`]
 //! recognises is loaded whole by it. Every `*.json` / `*.json.gz` holding trace events is a
 //! Chrome trace whatever its name (`trace.json`, `rank-0.json.gz`, `*.pt.trace.json`); other
 //! JSON is ignored with a note. Files that look like inputs but cannot be read are listed in
@@ -12,6 +13,7 @@
 use crate::Limits;
 use crate::error::ReportError;
 use crate::model::{Loaded, Skipped};
+use rlprof_profiler::raw::marker::listed_files;
 use std::path::{Path, PathBuf};
 
 /// Deepest directory level searched below the given path.
@@ -72,17 +74,45 @@ fn walk(
         }
     };
     entries.sort();
+    let exported = written_beside_collections(&entries);
     for p in entries {
         let is_link = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
         if p.is_dir() && !is_link {
             if depth < MAX_WALK_DEPTH {
                 walk(root, &p, depth + 1, limits, out)?;
             }
+        } else if let Some(collection) = exported.get(&p) {
+            out.notes.push(format!(
+                "{}: written by the analysis of {}, which is read from its raw data: not read twice",
+                p.display(),
+                collection.display()
+            ));
         } else if p.is_file() {
             load_file(&p, &group_of_dir(root, dir), limits, out, false);
         }
     }
     Ok(())
+}
+
+/// The files that collections among `entries` (directories with `rlprof_raw/`) wrote beside
+/// themselves (a torch trace, named as verl names it, lies next to its collection), as their
+/// markers list them, each with its collection: read from the collection's raw data, they are
+/// not read a second time as a foreign trace.
+fn written_beside_collections(entries: &[PathBuf]) -> std::collections::HashMap<PathBuf, PathBuf> {
+    let mut out = std::collections::HashMap::new();
+    for dir in entries.iter().filter(|d| d.join("rlprof_raw").is_dir()) {
+        let (Some(parent), Some(files)) = (dir.parent(), listed_files(dir)) else {
+            continue;
+        };
+        for f in files {
+            // `collection/../name`: the file's parent ends in `..`, so has no file name.
+            let beside = f.parent().is_some_and(|d| d.file_name().is_none());
+            if let (true, Some(name)) = (beside, f.file_name()) {
+                out.insert(parent.join(name), dir.clone());
+            }
+        }
+    }
+    out
 }
 
 /// A directory loaded whole by one loader (found by [`walk`]); add a source here.

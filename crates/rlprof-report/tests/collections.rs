@@ -229,3 +229,79 @@ fn a_path_with_nothing_loadable_is_an_error_naming_the_skipped_files() {
         .to_string();
     assert!(err.contains("bad.pt.trace.json"), "{err}");
 }
+
+/// The `torch` tool writes each collection's trace beside it (`../*.pt.trace.json.gz`, as verl
+/// names it); `report` on the save path reads the collection's raw data and says the trace is
+/// not read a second time, so nothing is counted twice and no second job appears.
+#[test]
+fn a_torch_trace_written_beside_its_collection_is_not_read_twice() {
+    use rlprof_profiler::plan::Tool;
+    let dir = tempfile::tempdir().unwrap();
+    let mut plan = support::plan(dir.path(), &[1], false);
+    plan.tool = Some(Tool::Torch);
+    for role in plan.roles.values_mut() {
+        role.tool = Tool::Torch;
+    }
+    let profiler = rlprof_profiler::Profiler::new(plan);
+    std::thread::scope(|s| {
+        for r in 0..2 {
+            let rank = profiler.rank(r);
+            s.spawn(move || {
+                let _b = rank.bind_thread();
+                support::step(&rank, 1, 2);
+            });
+        }
+    });
+    let done = profiler.completed();
+    assert_eq!(done.len(), 2);
+    let mut beside = Vec::new();
+    for c in &done {
+        rlprof_export::analyse::analyse_collection(&c.dir).unwrap();
+        let parent = c.dir.parent().unwrap();
+        beside.extend(
+            std::fs::read_dir(parent)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.to_string_lossy().ends_with(".pt.trace.json.gz")),
+        );
+    }
+    beside.sort();
+    beside.dedup();
+    assert_eq!(beside.len(), 2, "one trace per rank beside its collection");
+    let loaded = load(dir.path(), &Limits::default()).unwrap();
+    assert_eq!(loaded.profiles.len(), 2, "{:?}", loaded.notes);
+    assert!(
+        loaded
+            .profiles
+            .iter()
+            .all(|p| p.source.to_string_lossy().ends_with(".rlraw")),
+        "read from the raw data"
+    );
+    for t in &beside {
+        assert!(
+            loaded
+                .notes
+                .iter()
+                .any(|n| n.contains(&*t.to_string_lossy()) && n.contains("not read twice")),
+            "{t:?}: {:?}",
+            loaded.notes
+        );
+    }
+    // Read alone, the trace is a foreign one, with one update_actor call per step (the phase
+    // of the same name around it is not a second call).
+    let one = load(&beside[0], &Limits::default()).unwrap();
+    let report = summarise(&one);
+    assert_eq!(report.breakdown.len(), 1);
+    let row = &report.breakdown[0];
+    let own = summarise(&load(&done[0].raw_file, &Limits::default()).unwrap());
+    let raw_row = own.breakdown.iter().find(|r| r.rank == row.rank).unwrap();
+    assert_eq!(row.roles.len(), 4, "{:?}", row.roles);
+    // Once, not twice: equal up to the phase's few microseconds around the call (the support
+    // step opens the phase outside the call) and the trace's rounding.
+    let (a, b) = (row.update_ns as f64, raw_row.update_ns as f64);
+    assert!(
+        (a - b).abs() <= 0.05 * b,
+        "update {a} ns from the trace vs {b} ns raw"
+    );
+}

@@ -13,10 +13,12 @@
 //!   ([`SliceReader`]), one chunk at a time, so memory stays bounded whatever the file size;
 //! - `meta`: the Meta chunk, [`CollectionMeta`], in the plan's own types;
 //! - `event` and `decode`: the one decoder every reader uses, [`RawIndex`] (clock mapping,
-//!   Ext pairing into typed [`Event`]s, validation of impossible contents).
+//!   Ext pairing into typed [`Event`]s, validation of impossible contents);
+//! - `marker`: the read side of a parsed collection's marker (which files its analysis wrote).
 
 mod decode;
 mod event;
+pub mod marker;
 mod meta;
 mod reader;
 mod writer;

@@ -307,6 +307,7 @@ impl State {
     /// base.
     pub(super) fn finish(mut self, p: &mut Profile) {
         self.merge_arrays(p);
+        super::tracks::demote_nested_role_calls(&mut p.events);
         let State {
             threads,
             thread_pid,

@@ -105,4 +105,7 @@ pub use file::{holds_trace_events, load_trace, read_into, read_stream};
 pub use tracks::classify;
 pub(crate) use tracks::is_comm_name;
 #[cfg(test)]
-pub(crate) use {merge::split_host_memory, tracks::is_whole_trace};
+pub(crate) use {
+    merge::split_host_memory,
+    tracks::{demote_nested_role_calls, is_whole_trace},
+};

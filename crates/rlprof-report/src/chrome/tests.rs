@@ -101,6 +101,7 @@ fn corpus() -> Vec<String> {
         r#"{"ph":"X","cat":"kernel","name":"ncclAllReduce","pid":0,"tid":7,"ts":1,"dur":2,"args":{"In msg nelems":262144,"dtype":"Float","Process Group Name":"0","z":null,"a":[1,2.50,-0,1e3]}}"#,
         r#"{"ph":"B","cat":"user_annotation","name":"generate_sequences","pid":1,"tid":1,"ts":0,"args":{"k":"v"}},{"ph":"E","pid":1,"tid":1,"ts":50}"#,
         r#"{"ph":"E","pid":1,"tid":9,"ts":50}"#,
+        r#"{"ph":"X","cat":"user_annotation","name":"update_actor","pid":1,"tid":1,"ts":10,"dur":90},{"ph":"X","cat":"user_annotation","name":"update_actor","pid":1,"tid":1,"ts":10,"dur":80},{"ph":"X","cat":"user_annotation","name":"update_actor","pid":1,"tid":2,"ts":20,"dur":5}"#,
         r#"{"ph":"i","name":"[memory]","pid":1,"tid":2,"ts":11,"args":{"Bytes":4096,"Addr":123,"Total Allocated":8192}},{"ph":"i","name":"[memory]","pid":1,"tid":2,"ts":12,"args":{"Bytes":-4096,"Addr":"123","Total Allocated":4096.7}}"#,
         r#"{"ph":"i","name":"[memory]","pid":1,"tid":2,"ts":12}"#,
         r#"{"ph":"I","name":"[memory]","pid":1,"tid":2,"ts":12,"args":[1]}"#,
@@ -490,6 +491,35 @@ fn par_append_concatenates_in_order() {
     assert_eq!(out, (1..=1000).collect::<Vec<u64>>());
     par_append(&mut out, Vec::<std::vec::IntoIter<u64>>::new());
     assert_eq!(out.len(), 1000);
+}
+
+#[test]
+fn a_role_call_inside_one_of_its_name_is_the_phase_not_a_second_call() {
+    // rlprof's torch trace: the `update_actor` role call with the trainer's `update_actor`
+    // phase inside it, and a call of the same name on another thread.
+    let doc = r#"{"traceEvents":[
+      {"ph":"X","cat":"user_annotation","name":"update_actor","pid":1,"tid":1,"ts":10,"dur":90},
+      {"ph":"X","cat":"user_annotation","name":"update_actor","pid":1,"tid":1,"ts":10,"dur":80},
+      {"ph":"X","cat":"user_annotation","name":"update_actor","pid":1,"tid":1,"ts":200,"dur":50},
+      {"ph":"X","cat":"user_annotation","name":"update_actor","pid":1,"tid":2,"ts":20,"dur":5}]}"#;
+    let mut p = profile();
+    let limits = Limits {
+        max_bytes: 1 << 20,
+        max_events: 100,
+    };
+    read_text(doc, Path::new("t.json"), &mut p, &limits).unwrap();
+    let mut tracks: Vec<(i64, i64, Track)> =
+        p.events.iter().map(|e| (e.start, e.dur, e.track)).collect();
+    tracks.sort_by_key(|t| (t.0, std::cmp::Reverse(t.1)));
+    assert_eq!(
+        tracks,
+        vec![
+            (10_000, 90_000, Track::RoleCall),
+            (10_000, 80_000, Track::Phase),
+            (20_000, 5_000, Track::RoleCall),
+            (200_000, 50_000, Track::RoleCall),
+        ]
+    );
 }
 
 #[test]

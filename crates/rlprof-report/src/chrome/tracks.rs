@@ -99,3 +99,29 @@ pub(crate) fn is_comm_name(name: &str) -> bool {
         || starts(b"lcoc")
         || b.windows(9).any(|w| w.eq_ignore_ascii_case(b"allreduce"))
 }
+
+/// A role-call annotation inside one of the same name on the same thread is the trainer's
+/// phase of that name, not a second call (`update_actor` is both verl's role call and its
+/// trainer's timer; rlprof's torch trace writes both as `user_annotation`s, the phase inside
+/// the call): it becomes [`Track::Phase`], so the call is counted once.
+pub(crate) fn demote_nested_role_calls(events: &mut [crate::model::Event]) {
+    let mut calls: Vec<usize> = (0..events.len())
+        .filter(|&i| events[i].track == Track::RoleCall)
+        .collect();
+    calls.sort_by_key(|&i| {
+        let e = &events[i];
+        (e.thread, e.name, e.start, std::cmp::Reverse(e.dur))
+    });
+    let mut outer: Option<usize> = None;
+    for i in calls {
+        match outer {
+            Some(o)
+                if (events[o].thread, events[o].name) == (events[i].thread, events[i].name)
+                    && events[i].start + events[i].dur <= events[o].start + events[o].dur =>
+            {
+                events[i].track = Track::Phase;
+            }
+            _ => outer = Some(i),
+        }
+    }
+}
