@@ -2,7 +2,7 @@
 //! names), read for `algorithm.adv_estimator: gae`. Unset critic keys follow the actor's, as
 //! verl's interpolations do (`ppo_mini_batch_size`, `ppo_epochs`, `loss_agg_mode`, ...).
 
-use crate::config::{ActorConfig, LossAgg, Reader, loss_agg, model_path, warmup_steps};
+use crate::config_reader::{LossAgg, Reader, loss_agg, model_path, warmup_steps};
 use std::path::{Path, PathBuf};
 
 /// `critic` and GAE settings.
@@ -73,9 +73,25 @@ pub const KNOWN: &[(&str, &[&str])] = &[
     ("critic.optim", &["lr", "lr_warmup_steps", "weight_decay"]),
 ];
 
+/// The actor's settings that the critic's unset keys follow (verl's interpolations).
+pub(crate) struct Inherited {
+    /// `actor.optim.lr`.
+    pub(crate) lr: f64,
+    /// The actor's warm-up steps.
+    pub(crate) lr_warmup_steps: u64,
+    /// `actor.ppo_mini_batch_size`.
+    pub(crate) ppo_mini_batch_size: usize,
+    /// `actor.ppo_micro_batch_size_per_gpu`.
+    pub(crate) ppo_micro_batch_size_per_gpu: usize,
+    /// `actor.ppo_epochs`.
+    pub(crate) ppo_epochs: usize,
+    /// `actor.loss_agg_mode`.
+    pub(crate) loss_agg_mode: LossAgg,
+}
+
 /// Reads the critic settings through the trainer's reader `r` (every problem goes onto its
 /// list, with its YAML path); unset keys take the actor's values.
-pub(crate) fn read(r: &mut Reader, actor: &ActorConfig) -> CriticConfig {
+pub(crate) fn read(r: &mut Reader, actor: &Inherited) -> CriticConfig {
     let gamma = r.float("algorithm.gamma", 1.0, 0.0, 1.0) as f32;
     let lam = r.float("algorithm.lam", 1.0, 0.0, 1.0) as f32;
     let cliprange_value = r.float("critic.cliprange_value", 0.5, 0.0, 1e6) as f32;

@@ -18,6 +18,7 @@ pub mod algo;
 pub mod checkpoint;
 pub mod comm;
 pub mod config;
+mod config_reader;
 pub mod critic;
 pub mod critic_config;
 #[cfg(feature = "cuda")]
