@@ -12,7 +12,7 @@ use crate::engine::{
     Engine, Sample, SeqBatch, Zero2, backward_into, finite_loss, global_denoms, loss_module,
     param_modules, split_even, zero_grad,
 };
-use crate::error::{Result, TrainerError};
+use crate::error::Result;
 use crate::model::{ModelConfig, ParamStore, Transformer, autograd, score_head};
 use crate::optim::{AdamW, ShardedAdamW};
 use crate::{h, t};
@@ -97,6 +97,12 @@ impl Critic {
         })
     }
 
+    /// The critic's flat parameters (unpadded) and its optimizer state length on this rank.
+    pub fn flat_and_state_len(&self) -> (&[f32], usize) {
+        let n = self.params.len() + self.head_w.elem_count() + 1;
+        (&self.flat[..n], self.opt.state_len())
+    }
+
     fn vars(&self) -> Vec<&Var> {
         let mut v: Vec<&Var> = self.params.vars().iter().collect();
         v.extend([&self.head_w, &self.head_b]);
@@ -124,11 +130,11 @@ impl Critic {
 }
 
 impl<C: Communicator> Engine<C> {
-    /// Builds the critic from the current actor weights when the job runs PPO with GAE (call
-    /// once RL starts, after the warm-up).
-    pub fn init_critic(&mut self) -> Result<()> {
+    /// The critic, built from the current actor weights, when the job runs PPO with GAE (call
+    /// once RL starts, after the warm-up); `None` otherwise. The job holds it beside the engine.
+    pub fn new_critic(&self) -> Result<Option<Critic>> {
         if self.cfg.algorithm.adv_estimator != crate::config::AdvEstimator::Gae {
-            return Ok(());
+            return Ok(None);
         }
         let c = &self.cfg.critic;
         let hp = AdamW {
@@ -138,33 +144,17 @@ impl<C: Communicator> Engine<C> {
             betas: self.cfg.actor.betas,
             eps: 1e-8,
         };
-        self.critic = Some(Critic::from_actor(
+        Ok(Some(Critic::from_actor(
             &self.mcfg,
             &self.actor,
             hp,
             self.comm.world_size(),
-        )?);
-        Ok(())
-    }
-
-    /// The critic's flat parameters (unpadded) and its optimizer state length on this rank.
-    pub fn critic_flat(&self) -> Option<(&[f32], usize)> {
-        self.critic.as_ref().map(|c| {
-            let n = c.params.len() + c.head_w.elem_count() + 1;
-            (&c.flat[..n], c.opt.state_len())
-        })
-    }
-
-    fn critic_ref(&self) -> Result<&Critic> {
-        self.critic.as_ref().ok_or_else(|| {
-            TrainerError::Config(vec!["the critic is used before init_critic".into()])
-        })
+        )?))
     }
 
     /// `compute_values`: the critic's value of each response token's state, in micro-batches
     /// of `critic.forward_micro_batch_size_per_gpu`.
-    pub fn compute_values(&self, samples: &mut [Sample]) -> Result<()> {
-        let critic = self.critic_ref()?;
+    pub fn compute_values(&self, critic: &Critic, samples: &mut [Sample]) -> Result<()> {
         let mb = self.cfg.critic.forward_micro_batch_size_per_gpu;
         for chunk in samples.chunks_mut(mb) {
             let _it = iteration(IterKind::MicroBatch);
@@ -214,16 +204,17 @@ impl<C: Communicator> Engine<C> {
 
     /// `update_critic`: PPO epochs over mini-batches of micro-batches of the clipped value loss,
     /// one sharded optimizer update per mini-batch.
-    pub fn update_critic(&mut self, samples: &[Sample], step: u64) -> Result<CriticStats> {
+    pub fn update_critic(
+        &mut self,
+        critic: &mut Critic,
+        samples: &[Sample],
+        step: u64,
+    ) -> Result<CriticStats> {
         let c = self.cfg.critic.clone();
         let n_mini = (self.cfg.data.train_batch_size / c.ppo_mini_batch_size).max(1);
         let minis = split_even(samples, n_mini);
         let mut st = CriticStats::default();
         let mut local = [0f32; 3];
-        let critic = self
-            .critic
-            .as_mut()
-            .ok_or_else(|| TrainerError::Config(vec!["update_critic before init_critic".into()]))?;
         for _epoch in 0..c.ppo_epochs {
             for mini in &minis {
                 let _it = iteration(IterKind::MiniBatch);

@@ -118,8 +118,6 @@ pub struct Engine<C: Communicator> {
     pub(crate) device: Device,
     /// Module path of each actor parameter (its name without `.weight`/`.bias`).
     param_modules: Vec<NameId>,
-    /// The critic (PPO with GAE; see [`Engine::init_critic`]).
-    pub(crate) critic: Option<crate::critic::Critic>,
 }
 
 impl<C: Communicator> Engine<C> {
@@ -159,7 +157,6 @@ impl<C: Communicator> Engine<C> {
             shard,
             device,
             param_modules,
-            critic: None,
         })
     }
 

@@ -5,6 +5,7 @@
 use crate::checkpoint;
 use crate::comm::{Communicator, InProcess, Traced};
 use crate::config::TrainConfig;
+use crate::critic::Critic;
 use crate::data::{Prompt, Source};
 use crate::engine::{Engine, Sample, Sampling, mix};
 use crate::error::{Result, TrainerError};
@@ -152,7 +153,7 @@ fn train<C: Communicator>(
         eng.freeze_reference()?;
     }
     eng.reset_optimizer(rl_hparams(&cfg));
-    eng.init_critic()?;
+    let mut critic = eng.new_critic()?;
     let mut start = 1;
     if let Some(step) = resume_point(&cfg)? {
         resume(eng, &cfg, step)?;
@@ -166,7 +167,7 @@ fn train<C: Communicator>(
     }
     let mut steps = 0;
     for step in start..=total {
-        let m = rl_step(eng, rp, step, &mut source)?;
+        let m = rl_step(eng, critic.as_mut(), rp, step, &mut source)?;
         if eng.comm.rank() == 0 {
             report(Event::Step(m));
         }
@@ -283,6 +284,7 @@ fn sampling(cfg: &TrainConfig, step: u64, salt: u64) -> Sampling {
 /// One GRPO/DAPO step with its role calls and phases.
 fn rl_step<C: Communicator>(
     eng: &mut Engine<C>,
+    critic: Option<&mut Critic>,
     rp: &RankProfiler,
     step: u64,
     source: &mut Source,
@@ -360,11 +362,11 @@ fn rl_step<C: Communicator>(
         })?;
     }
     let gae = cfg.algorithm.adv_estimator == crate::config::AdvEstimator::Gae;
-    if gae {
+    if let Some(c) = critic.as_deref() {
         timed(&mut timing, "values", || {
             let _call = rp.role_call(RoleCall::ComputeValues);
             let _ph = phase("values");
-            eng.compute_values(&mut samples)
+            eng.compute_values(c, &mut samples)
         })?;
     }
     timed(&mut timing, "adv", || {
@@ -375,14 +377,13 @@ fn rl_step<C: Communicator>(
         eng.advantages(&mut samples, n);
         Ok(())
     })?;
-    let critic_stats = if gae {
-        Some(timed(&mut timing, "update_critic", || {
+    let critic_stats = match critic {
+        Some(c) => Some(timed(&mut timing, "update_critic", || {
             let _call = rp.role_call(RoleCall::UpdateCritic);
             let _ph = phase("update_critic");
-            eng.update_critic(&samples, step)
-        })?)
-    } else {
-        None
+            eng.update_critic(c, &samples, step)
+        })?),
+        None => None,
     };
     let stats = timed(&mut timing, "update_actor", || {
         let _call = rp.role_call(RoleCall::UpdateActor);

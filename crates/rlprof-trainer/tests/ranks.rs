@@ -136,17 +136,17 @@ trainer: {{n_gpus_per_node: {world}, seed: 3}}"
 
 /// compute_values, GAE (whitened over all ranks) and two critic updates; the critic's params.
 fn critic_update(eng: &mut Engine<InProcess>, mut samples: Vec<Sample>) -> (Vec<f32>, usize) {
-    eng.init_critic().unwrap();
+    let mut critic = eng.new_critic().unwrap().expect("a gae job has a critic");
     for s in samples.iter_mut() {
         s.reward = s.adv;
     }
     for step in 1..=2 {
-        eng.compute_values(&mut samples).unwrap();
+        eng.compute_values(&critic, &mut samples).unwrap();
         eng.gae_advantages(&mut samples).unwrap();
-        let st = eng.update_critic(&samples, step).unwrap();
+        let st = eng.update_critic(&mut critic, &samples, step).unwrap();
         assert!(st.vf_loss.is_finite() && st.updates == 4, "{st:?}");
     }
-    let (p, state) = eng.critic_flat().unwrap();
+    let (p, state) = critic.flat_and_state_len();
     (p.to_vec(), state)
 }
 
