@@ -19,33 +19,11 @@
 //! and [`memory_from_totals`].
 
 use crate::chrome::{self, Limits};
+pub use crate::device_names::device_track;
+use crate::device_names::is_comm_name;
 use crate::error::ReportError;
 use crate::model::{Event, MemEvent, NONE, Profile, SourceFormat, Table, Track};
 use std::path::Path;
-
-/// The track of an Ascend device task from its name and, when known, its task type /
-/// accelerator core (`AI_CORE`, `AI_VECTOR_CORE`, `HCCL`, `COMMUNICATION`, `MEMCPY_ASYNC`, ...):
-/// collectives as msprof-analyze tells them (`HCCL`/`COMMUNICATION` tasks, names starting with
-/// `hcom`, `hccl`, `lccl`, `lcoc`), copies, or compute kernels.
-pub fn device_track(name: &str, task_type: Option<&str>) -> Track {
-    let ty = task_type.unwrap_or("");
-    let upper_has = |s: &str, w: &str| s.to_ascii_uppercase().contains(w);
-    if ty.eq_ignore_ascii_case("HCCL")
-        || ty.eq_ignore_ascii_case("COMMUNICATION")
-        || chrome::is_comm_name(name)
-    {
-        Track::Comm
-    } else if upper_has(ty, "MEMCPY")
-        || upper_has(ty, "MEMSET")
-        || ["MEMCPY", "MEMSET"]
-            .iter()
-            .any(|p| name.len() >= p.len() && name[..p.len()].eq_ignore_ascii_case(p))
-    {
-        Track::Memcpy
-    } else {
-        Track::Kernel
-    }
-}
 
 /// Memory events from a producer's running totals `(t_ns, total_bytes)` in time order: each
 /// event's delta is the change since the previous total, and the total is the producer's.
@@ -376,7 +354,7 @@ fn load_kernel_details(path: &Path, p: &mut Profile, limits: &Limits) -> Result<
         let get = |c: Option<usize>| c.and_then(|c| row.get(c)).map(String::as_str).unwrap_or("");
         let task = get(ty);
         let mut track = device_track(get(Some(name)), Some(task));
-        if track == Track::Kernel && chrome::is_comm_name(get(op_type)) {
+        if track == Track::Kernel && is_comm_name(get(op_type)) {
             track = Track::Comm;
         }
         let lane = match stream {

@@ -19,6 +19,7 @@ pub mod chrome;
 mod chrome_reference;
 pub mod coverage;
 pub mod device;
+pub mod device_names;
 pub mod discover;
 pub mod error;
 pub mod html;

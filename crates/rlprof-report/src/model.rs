@@ -181,6 +181,9 @@ pub struct RawDetails {
     pub(crate) arenas: Vec<String>,
     /// One per raw detail.
     pub(crate) spans: Vec<RawSpan>,
+    /// Decodes a detail's text (set by the loader that kept the texts, the Chrome-trace
+    /// reader; the model does not know the format).
+    pub(crate) decode: Option<fn(Track, &str) -> Detail>,
 }
 
 /// Where one raw detail's text is, and the track its event had when read (which decides what
@@ -379,7 +382,8 @@ impl Profile {
     pub fn detail(&self, e: &Event) -> Option<Cow<'_, Detail>> {
         if e.detail != NONE && e.detail & RAW_DETAIL != 0 {
             let (text, track) = self.raw_details.text((e.detail & !RAW_DETAIL) as usize)?;
-            return Some(Cow::Owned(crate::chrome::detail_of_text(track, text)));
+            let decode = self.raw_details.decode?;
+            return Some(Cow::Owned(decode(track, text)));
         }
         self.details.get(e.detail as usize).map(Cow::Borrowed)
     }

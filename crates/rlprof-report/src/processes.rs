@@ -3,7 +3,7 @@
 //!
 //! torch_npu's `trace_view.json` (read as MindStudio Insight and msprof-analyze read it):
 //! - `Ascend Hardware`: device tasks, one thread per stream: compute kernels, HCCL tasks
-//!   (`hcom_*`) and copies ([`crate::ascend::device_track`] decides which);
+//!   (`hcom_*`) and copies ([`crate::device_names::device_track`] decides which);
 //! - `Communication` / `HCCL`: collectives; threads named `Plane *` hold their sub-tasks (which
 //!   repeat the collective's time), so only the other threads count as communication;
 //! - `CANN`: the runtime API layer (`AscendCL@...`);
@@ -31,7 +31,7 @@ pub fn apply<'n>(
     for e in events.iter_mut() {
         let name = names.get(e.name as usize).map(String::as_str).unwrap_or("");
         match process(e.thread) {
-            "Ascend Hardware" => e.track = crate::ascend::device_track(name, None),
+            "Ascend Hardware" => e.track = crate::device_names::device_track(name, None),
             "Communication" | "HCCL" => {
                 e.track = if thread(e.thread).starts_with("Plane") {
                     Track::User

@@ -40,7 +40,7 @@ pub(super) fn detail_of_value(track: Track, args: serde_json::Value) -> Detail {
 
 /// [`detail_of`] with scratch space of its own: decodes a raw detail
 /// ([`crate::model::RawDetails`]) when it is shown.
-pub(crate) fn detail_of_text(track: Track, args: &str) -> Detail {
+pub(super) fn detail_of_text(track: Track, args: &str) -> Detail {
     detail_of(track, args, &mut Members::new(), &mut Cache::default())
 }
 

@@ -2,7 +2,7 @@
 //! (in parallel pieces, lossy only when needed), sniffing whether a `.json` holds trace events,
 //! and the rank a file name carries.
 
-use super::parse::{parse_text, read_text};
+use super::parse::{limit, parse_text, read_text};
 use super::release::Release;
 use super::{CHUNK_BYTES, Limits, MAP_MIN_BYTES};
 use crate::error::ReportError;
@@ -270,14 +270,6 @@ pub(super) fn text_of(bytes: &[u8]) -> Cow<'_, str> {
         Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(bytes) })
     } else {
         String::from_utf8_lossy(bytes)
-    }
-}
-
-pub(super) fn limit(path: &Path, what: &'static str, limit: u64) -> ReportError {
-    ReportError::Limit {
-        path: path.to_path_buf(),
-        what,
-        limit,
     }
 }
 

@@ -252,7 +252,7 @@ impl State {
                     raw.arenas.push(String::new());
                     (raw.arenas.len() - 1) as u32
                 });
-                let RawDetails { arenas, spans } = raw;
+                let RawDetails { arenas, spans, .. } = raw;
                 match push_raw(&mut arenas[ix as usize], spans, ix, a, track) {
                     Some(i) => i,
                     None => p.add_detail(detail_of_text(track, a)),
@@ -307,6 +307,7 @@ impl State {
     /// base.
     pub(super) fn finish(mut self, p: &mut Profile) {
         self.merge_arrays(p);
+        p.raw_details.decode = Some(detail_of_text);
         super::tracks::demote_nested_role_calls(&mut p.events);
         let State {
             threads,

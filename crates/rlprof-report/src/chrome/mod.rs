@@ -100,10 +100,8 @@ mod tests;
 mod time;
 mod tracks;
 
-pub(crate) use detail::detail_of_text;
 pub use file::{holds_trace_events, load_trace, read_into, read_stream};
 pub use tracks::classify;
-pub(crate) use tracks::is_comm_name;
 #[cfg(test)]
 pub(crate) use {
     merge::split_host_memory,

@@ -2,7 +2,6 @@
 //! chunks at event boundaries, each chunk's start checked against where the previous one ended.
 
 use super::chunk::Chunk;
-use super::file::limit;
 use super::merge::State;
 use super::release::Release;
 use super::{CHUNK_BYTES, Limits, MAX_DEPTH};
@@ -297,4 +296,13 @@ pub(super) fn next_boundary(b: &[u8], from: usize) -> Option<usize> {
         at = s + 1;
     }
     None
+}
+
+/// The error of an input over one of the [`Limits`].
+pub(super) fn limit(path: &Path, what: &'static str, limit: u64) -> ReportError {
+    ReportError::Limit {
+        path: path.to_path_buf(),
+        what,
+        limit,
+    }
 }

@@ -2,6 +2,7 @@
 //! its category and name, and the few name rules the Ascend reader shares.
 
 use super::{PHASES, ROLE_CALLS};
+use crate::device_names::is_comm_name;
 use crate::model::Track;
 
 /// c10's `DeviceType` of the CPU, as written in `[memory]` events' `Device Type`.
@@ -84,20 +85,6 @@ pub(super) fn is_device_category(cat: &str) -> bool {
     ]
     .iter()
     .any(|c| cat.eq_ignore_ascii_case(c))
-}
-
-/// NCCL/HCCL collectives by name (`nccl*`, `hcom*`, `hccl*`, `lccl*`, `lcoc*`, or `allreduce`
-/// anywhere, case-insensitive).
-pub(crate) fn is_comm_name(name: &str) -> bool {
-    // Case-insensitive without lower-casing a copy (this runs for every kernel).
-    let b = name.as_bytes();
-    let starts = |p: &[u8]| b.len() >= p.len() && b[..p.len()].eq_ignore_ascii_case(p);
-    starts(b"nccl")
-        || starts(b"hcom")
-        || starts(b"hccl")
-        || starts(b"lccl")
-        || starts(b"lcoc")
-        || b.windows(9).any(|w| w.eq_ignore_ascii_case(b"allreduce"))
 }
 
 /// A role-call annotation inside one of the same name on the same thread is the trainer's

@@ -1,0 +1,43 @@
+//! Name rules for device activity that more than one reader applies: which kernels are
+//! collectives (NCCL/HCCL/LCCL by name) and which track an Ascend device task belongs to. They
+//! sit below the readers (`chrome`, `ascend`, `ascend_db`) and `processes`, which all use them.
+
+use crate::model::Track;
+
+/// NCCL/HCCL collectives by name (`nccl*`, `hcom*`, `hccl*`, `lccl*`, `lcoc*`, or `allreduce`
+/// anywhere, case-insensitive).
+pub fn is_comm_name(name: &str) -> bool {
+    // Case-insensitive without lower-casing a copy (this runs for every kernel).
+    let b = name.as_bytes();
+    let starts = |p: &[u8]| b.len() >= p.len() && b[..p.len()].eq_ignore_ascii_case(p);
+    starts(b"nccl")
+        || starts(b"hcom")
+        || starts(b"hccl")
+        || starts(b"lccl")
+        || starts(b"lcoc")
+        || b.windows(9).any(|w| w.eq_ignore_ascii_case(b"allreduce"))
+}
+
+/// The track of an Ascend device task from its name and, when known, its task type /
+/// accelerator core (`AI_CORE`, `AI_VECTOR_CORE`, `HCCL`, `COMMUNICATION`, `MEMCPY_ASYNC`, ...):
+/// collectives as msprof-analyze tells them (`HCCL`/`COMMUNICATION` tasks, names starting with
+/// `hcom`, `hccl`, `lccl`, `lcoc`), copies, or compute kernels.
+pub fn device_track(name: &str, task_type: Option<&str>) -> Track {
+    let ty = task_type.unwrap_or("");
+    let upper_has = |s: &str, w: &str| s.to_ascii_uppercase().contains(w);
+    if ty.eq_ignore_ascii_case("HCCL")
+        || ty.eq_ignore_ascii_case("COMMUNICATION")
+        || is_comm_name(name)
+    {
+        Track::Comm
+    } else if upper_has(ty, "MEMCPY")
+        || upper_has(ty, "MEMSET")
+        || ["MEMCPY", "MEMSET"]
+            .iter()
+            .any(|p| name.len() >= p.len() && name[..p.len()].eq_ignore_ascii_case(p))
+    {
+        Track::Memcpy
+    } else {
+        Track::Kernel
+    }
+}
