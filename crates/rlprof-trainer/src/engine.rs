@@ -999,7 +999,8 @@ pub(crate) fn finite_loss(loss: &Tensor, step: u64, what: &'static str) -> Resul
 }
 
 /// One token per row of `logits` `[B, 1, V]`, and with `logp_temp`, each token's log-prob at
-/// that temperature (else an empty list).
+/// that temperature (else an empty list), by the log-prob passes' own kernel
+/// ([`token_logprob_only`]), so the rollout's and `compute_log_prob`'s have one definition.
 fn sample_rows(
     logits: &Tensor,
     s: Sampling,
@@ -1013,22 +1014,15 @@ fn sample_rows(
         .map(|(row, rng)| sample_token(row, s, rng))
         .collect();
     let logps = match logp_temp {
-        Some(temp) => rows
-            .iter()
-            .zip(&tokens)
-            .map(|(row, &t)| token_logprob_at(row, t, temp))
-            .collect(),
+        Some(temp) => {
+            let targets = Tensor::from_slice(&tokens, (tokens.len(), 1), logits.device())?;
+            token_logprob_only(logits, &targets, temp)?
+                .flatten_all()?
+                .to_vec1::<f32>()?
+        }
         None => Vec::new(),
     };
     Ok((tokens, logps))
-}
-
-/// `log_softmax(logits / temp)[token]` over the whole row, as the log-prob passes compute it.
-pub fn token_logprob_at(logits: &[f32], token: u32, temp: f32) -> f32 {
-    let inv = 1.0 / temp;
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) * inv;
-    let sum: f32 = logits.iter().map(|&l| (l * inv - max).exp()).sum();
-    logits[token as usize] * inv - max - sum.ln()
 }
 
 /// Draws one token: greedy, or temperature + top-k + top-p sampling.
