@@ -524,39 +524,22 @@ pub(crate) fn report(
         let label = |p: &Path| p.display().to_string();
         report = rlprof_report::compare(report, &other, &label(path), &label(b));
     }
-    if format != "json" && format != "text" {
-        // The HTML page is written as it is serialised (it can be a quarter of a large
-        // trace's size: building it in memory first would add that to the peak).
-        let opts = Default::default();
-        match out {
-            Some(out) => {
-                crate::output::write_report_with(out, force, |w| {
-                    Ok(rlprof_report::write_html(
-                        &report,
-                        &loaded.profiles,
-                        &opts,
-                        w,
-                    )?)
-                })?;
-                eprintln!("report written to {}", out.display());
-            }
-            None => {
-                let stdout = std::io::stdout();
-                rlprof_report::write_html(&report, &loaded.profiles, &opts, &mut stdout.lock())?;
-            }
+    // Each format is written as it is rendered; the HTML page as it is serialised (it can be a
+    // quarter of a large trace's size: building it in memory first would add that to the peak).
+    let render = |w: &mut dyn std::io::Write| -> anyhow::Result<()> {
+        match format {
+            "json" => w.write_all(rlprof_report::render_json(&report)?.as_bytes())?,
+            "text" => w.write_all(rlprof_report::render_text(&report).as_bytes())?,
+            _ => rlprof_report::write_html(&report, &loaded.profiles, &Default::default(), w)?,
         }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let text = match format {
-        "json" => rlprof_report::render_json(&report)?,
-        _ => rlprof_report::render_text(&report),
+        Ok(())
     };
     match out {
         Some(out) => {
-            crate::output::write_report(out, text.as_bytes(), force)?;
+            crate::output::write_report(out, force, render)?;
             eprintln!("report written to {}", out.display());
         }
-        None => print!("{text}"),
+        None => render(&mut std::io::stdout().lock())?,
     }
     Ok(ExitCode::SUCCESS)
 }

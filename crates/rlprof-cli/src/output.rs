@@ -98,36 +98,22 @@ pub(crate) fn check_report_target(out: &std::path::Path, force: bool) -> anyhow:
     Ok(())
 }
 
-/// Writes the report: a new file (`create_new`) unless `force`, then through a staging file
-/// and a rename, so a reader never sees half a report.
-pub(crate) fn write_report(out: &std::path::Path, bytes: &[u8], force: bool) -> anyhow::Result<()> {
-    write_report_with(out, force, |w| Ok(w.write_all(bytes)?))
-}
-
-/// [`write_report`] of what `write` writes, as it writes it (a large HTML report is not held
-/// in memory). A failed write removes the file it was writing.
-pub(crate) fn write_report_with(
+/// Writes the report as `write` renders it (a large HTML report is never held in memory): a
+/// new file (`create_new`) unless `force`, then through a staging file and a rename, so a
+/// reader never sees half a report. A failed write removes the file it was writing.
+pub(crate) fn write_report(
     out: &std::path::Path,
     force: bool,
     write: impl FnOnce(&mut dyn std::io::Write) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     check_report_target(out, force)?;
-    let (target, tmp) = if force {
-        (
-            out.to_path_buf(),
-            Some(rlprof_export::staging::staging_name(out)),
-        )
-    } else {
-        (out.to_path_buf(), None)
-    };
-    let path = tmp.as_deref().unwrap_or(&target);
+    let tmp = force.then(|| rlprof_export::staging::staging_name(out));
+    let path = tmp.as_deref().unwrap_or(out);
     let mut options = std::fs::File::options();
-    options.write(true);
-    if tmp.is_some() {
-        options.create(true).truncate(true);
-    } else {
-        options.create_new(true);
-    }
+    match tmp {
+        Some(_) => options.write(true).create(true).truncate(true),
+        None => options.write(true).create_new(true),
+    };
     let mut f = options
         .open(path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
@@ -137,9 +123,9 @@ pub(crate) fn write_report_with(
         return Err(anyhow::anyhow!("{}: {e}", path.display()));
     }
     drop(f);
-    if let Some(tmp) = tmp {
-        std::fs::rename(&tmp, out).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
+    if let Some(tmp) = &tmp {
+        std::fs::rename(tmp, out).map_err(|e| {
+            let _ = std::fs::remove_file(tmp);
             anyhow::anyhow!("{}: {e}", out.display())
         })?;
     }
