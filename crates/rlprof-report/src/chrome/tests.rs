@@ -253,35 +253,8 @@ fn the_event_limit_counts_like_the_serde_json_loader() {
 /// in chunks on 4 threads: the same profile as the sequential serde_json loader.
 #[test]
 fn chunked_parallel_parse_equals_the_sequential_one() {
-    let fake = r#",{\"ph\":\"X\",\"name\":\"fake\"},{\"x\":1}"#.repeat(2000);
-    let mut evs = Vec::new();
-    for i in 0..30_000u32 {
-        let name = if i % 997 == 0 {
-            format!("trap{fake}")
-        } else {
-            format!("op{}", i % 13)
-        };
-        evs.push(format!(
-            r#"{{"ph":"X","cat":"{}","name":"{name}","pid":1,"tid":{},"ts":{}.{:03},"dur":{},"args":{{"Input Dims":[[{i}]],"n":{{"x":[{{"y":1}},{{"z":2}}]}}}}}}"#,
-            if i % 3 == 0 { "cpu_op" } else { "kernel" },
-            i % 4,
-            i * 10,
-            i % 1000,
-            i % 50
-        ));
-        if i % 100 == 0 {
-            evs.push(format!(
-                r#"{{"ph":"i","name":"[memory]","pid":1,"tid":0,"ts":{},"args":{{"Bytes":{},"Addr":{}}}}}"#,
-                i * 10 + 1,
-                if i % 200 == 0 { 64 } else { -64 },
-                i % 7
-            ));
-        }
-    }
-    let doc = format!(
-        "{{\"traceEvents\":[\n  {}\n],\"deviceProperties\":[{{\"a\":1}},{{\"b\":2}}]}}",
-        evs.join(",\n  ")
-    );
+    let evs = trap_events(30_000);
+    let doc = trace_doc(&evs);
     assert!(doc.len() > 4 * CHUNK_BYTES, "{}", doc.len());
     let want = reference(&doc, u64::MAX).unwrap();
     let pool = rayon::ThreadPoolBuilder::new()
@@ -567,12 +540,11 @@ fn utf8_is_checked_in_pieces_and_replaced_when_invalid() {
     assert_eq!(t, String::from_utf8_lossy(&bytes));
 }
 
-/// A trace of `n` complete events (some with names that hold fake event text, so cut guesses
-/// land inside strings), memory events and a `B`/`E` pair spanning the whole array.
-fn big_trace(n: u32) -> String {
+/// `n` complete events (every 997th named with fake event text, so cut guesses land inside
+/// strings) and a memory event every 100, as JSON texts.
+fn trap_events(n: u32) -> Vec<String> {
     let fake = r#",{\"ph\":\"X\",\"name\":\"fake\"},{\"x\":1}"#.repeat(2000);
-    let mut evs =
-        vec![r#"{"ph":"B","name":"pair","pid":1,"tid":1,"ts":0,"args":{"a":1}}"#.to_string()];
+    let mut evs = Vec::new();
     for i in 0..n {
         let name = if i % 997 == 0 {
             format!("trap{fake}")
@@ -596,7 +568,21 @@ fn big_trace(n: u32) -> String {
             ));
         }
     }
+    evs
+}
+
+/// A trace of `n` complete events (some with names that hold fake event text, so cut guesses
+/// land inside strings), memory events and a `B`/`E` pair spanning the whole array.
+fn big_trace(n: u32) -> String {
+    let mut evs =
+        vec![r#"{"ph":"B","name":"pair","pid":1,"tid":1,"ts":0,"args":{"a":1}}"#.to_string()];
+    evs.extend(trap_events(n));
     evs.push(r#"{"ph":"E","pid":1,"tid":1,"ts":9}"#.to_string());
+    trace_doc(&evs)
+}
+
+/// A trace document of `evs` (one per line) with a trailing `deviceProperties` array.
+fn trace_doc(evs: &[String]) -> String {
     format!(
         "{{\"traceEvents\":[\n  {}\n],\"deviceProperties\":[{{\"a\":1}},{{\"b\":2}}]}}",
         evs.join(",\n  ")
