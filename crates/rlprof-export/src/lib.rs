@@ -37,6 +37,7 @@ mod pipe;
 pub mod recover;
 mod rows;
 mod source;
+pub mod sqlite_file;
 pub mod staging;
 mod text;
 pub mod torch;

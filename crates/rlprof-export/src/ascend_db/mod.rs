@@ -10,14 +10,14 @@
 //! and our raw data stays (it is the source of every layout, never deleted).
 //!
 //! One streaming pass as in the text exporter ([`writer`]): events are attributed and turned
-//! into rows at once, inserted in bulk inside one transaction; the directory is built under a
+//! into rows at once, appended to the database file as they come ([`crate::sqlite_file`]); the directory is built under a
 //! `.tmp` name and renamed when complete.
 
-pub mod batch;
 pub mod read;
 pub mod schema;
 pub mod strings;
 pub mod summary;
+pub mod template;
 pub mod writer;
 
 use crate::ExportError;
@@ -25,8 +25,8 @@ use crate::attrib::Attributor;
 use crate::decode::Index;
 pub use crate::npu::Layout;
 use crate::npu::OUTPUT_DIR;
+use crate::sqlite_file::{Database, Value};
 use crate::staging::staging_name;
-use rusqlite::{Connection, params};
 use std::path::{Path, PathBuf};
 
 /// The profiler DB's file name for `rank`.
@@ -37,27 +37,10 @@ pub fn profiler_db_name(rank: u32) -> String {
 /// The analysis DB's file name.
 pub const ANALYSIS_DB: &str = "analysis.db";
 
-fn sql_err(path: &Path) -> impl FnOnce(rusqlite::Error) -> ExportError + '_ {
-    move |source| ExportError::Sqlite {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// Opens a new database for one bulk write: no journal, no sync until closed (a crash leaves
-/// a `.tmp` directory that the next run redoes), bounded page cache.
-fn create_db(path: &Path, tables: &[schema::Table]) -> Result<Connection, ExportError> {
-    let conn = Connection::open(path).map_err(sql_err(path))?;
-    let mut sql = String::from(
-        "PRAGMA page_size=4096; PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; \
-         PRAGMA locking_mode=EXCLUSIVE; PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY;",
-    );
-    for t in tables {
-        sql.push_str(&t.create_sql());
-        sql.push(';');
-    }
-    conn.execute_batch(&sql).map_err(sql_err(path))?;
-    Ok(conn)
+/// Creates a new database file holding `tables`, empty. Nothing is synced until it is
+/// complete: a crash leaves a `.tmp` directory that the next run redoes.
+fn create_db(path: &Path, tables: &[schema::Table]) -> Result<Database, ExportError> {
+    Database::create(path, tables).map_err(ExportError::io(path))
 }
 
 /// Writes the DB layout of one rank into the collection directory `dir`.
@@ -71,14 +54,14 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
     std::fs::create_dir(&tmp).map_err(ExportError::io(&tmp))?;
     let db_name = profiler_db_name(idx.meta.rank);
     let db_path = tmp.join(&db_name);
-    let conn = create_db(&db_path, schema::PROFILER_TABLES)?;
-    let (steps, comms) = write_profiler_db(&conn, idx, &db_path)?;
-    conn.close().map_err(|(_, e)| sql_err(&db_path)(e))?;
+    let mut db = create_db(&db_path, schema::PROFILER_TABLES)?;
+    let (steps, comms) = write_profiler_db(&mut db, idx, &db_path)?;
+    db.finish().map_err(ExportError::io(&db_path))?;
 
     let an_path = tmp.join(ANALYSIS_DB);
-    let an = create_db(&an_path, schema::ANALYSIS_TABLES)?;
-    write_analysis_db(&an, idx, &steps, &comms).map_err(sql_err(&an_path))?;
-    an.close().map_err(|(_, e)| sql_err(&an_path)(e))?;
+    let mut an = create_db(&an_path, schema::ANALYSIS_TABLES)?;
+    write_analysis_db(&mut an, idx, &steps, &comms).map_err(ExportError::io(&an_path))?;
+    an.finish().map_err(ExportError::io(&an_path))?;
 
     if final_dir.exists() {
         std::fs::remove_dir_all(&final_dir).map_err(ExportError::io(&final_dir))?;
@@ -92,90 +75,98 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
 
 /// The streaming pass and the tables written once at the end.
 fn write_profiler_db(
-    conn: &Connection,
+    db: &mut Database,
     idx: &Index,
     path: &Path,
 ) -> Result<(summary::StepSums, summary::CommFigures), ExportError> {
-    let e = |source| ExportError::Sqlite {
-        path: path.to_path_buf(),
-        source,
-    };
-    conn.execute_batch("BEGIN").map_err(e)?;
-    let mut w = writer::Writer::new(conn, idx).map_err(e)?;
+    let mut w = writer::Writer::new(db, idx);
     let mut attr = Attributor::default();
     let replayed = idx.replay(|ev| attr.push(ev, &mut |o| w.push(&o)));
     attr.finish(&mut |o| w.push(&o));
     replayed?;
-    let (strings, stacks, steps, comms) = w.finish().map_err(e)?;
-    write_end_tables(conn, idx, &strings, &stacks).map_err(e)?;
-    conn.execute_batch("COMMIT").map_err(e)?;
+    let (strings, stacks, steps, comms) = w.finish().map_err(ExportError::io(path))?;
+    write_end_tables(db, idx, &strings, &stacks).map_err(ExportError::io(path))?;
     Ok((steps, comms))
+}
+
+/// Inserts `rows` into the table `t` of `db`.
+fn insert_all<'v>(
+    db: &mut Database,
+    t: schema::Table,
+    rows: impl IntoIterator<Item = Vec<Value<'v>>>,
+) -> std::io::Result<()> {
+    let table = db.table_index(t.name);
+    for row in rows {
+        db.insert(table, &row)?;
+    }
+    Ok(())
 }
 
 /// The tables known only once the events are through, and the fixed ones.
 fn write_end_tables(
-    conn: &Connection,
+    db: &mut Database,
     idx: &Index,
     strings: &strings::Strings,
     stacks: &strings::Strings,
-) -> rusqlite::Result<()> {
-    let mut st = conn.prepare(&schema::STRING_IDS.insert_sql())?;
-    for (id, v) in strings.rows(idx) {
-        st.execute(params![id, v])?;
-    }
-    let mut st = conn.prepare(&schema::PYTORCH_CALLCHAINS.insert_sql())?;
-    for (id, _) in stacks.rows(idx).filter(|(id, _)| *id < strings::CONST_BASE) {
-        st.execute(params![id, id, 0])?;
-    }
-    let mut st = conn.prepare(&schema::ENUM_API_TYPE.insert_sql())?;
-    for (id, name) in schema::API_TYPES {
-        st.execute(params![id, name])?;
-    }
-    let mut st = conn.prepare(&schema::STEP_TIME.insert_sql())?;
-    for s in &idx.steps {
-        st.execute(params![s.step as i64, s.start as i64, s.end as i64])?;
-    }
-    write_meta_tables(conn, idx)
+) -> std::io::Result<()> {
+    insert_all(db, schema::STRING_IDS, strings.rows(idx).map(id_text))?;
+    let chains = stacks.rows(idx).filter(|(id, _)| *id < strings::CONST_BASE);
+    let chain = |(id, _)| vec![Value::Int(id), Value::Int(id), Value::Int(0)];
+    insert_all(db, schema::PYTORCH_CALLCHAINS, chains.map(chain))?;
+    let types = schema::API_TYPES.iter().map(|(id, name)| (*id, *name));
+    insert_all(db, schema::ENUM_API_TYPE, types.map(id_text))?;
+    let steps = idx.steps.iter().map(|s| {
+        let v = [s.step as i64, s.start as i64, s.end as i64];
+        v.map(Value::Int).to_vec()
+    });
+    insert_all(db, schema::STEP_TIME, steps)?;
+    write_meta_tables(db, idx)
+}
+
+/// An `(id, text)` row.
+fn id_text((id, v): (i64, &str)) -> Vec<Value<'_>> {
+    vec![Value::Int(id), Value::Text(v)]
 }
 
 /// `META_DATA`, `RANK_DEVICE_MAP`, `HOST_INFO`, `SESSION_TIME_INFO`.
-fn write_meta_tables(conn: &Connection, idx: &Index) -> rusqlite::Result<()> {
+fn write_meta_tables(db: &mut Database, idx: &Index) -> std::io::Result<()> {
     let m = &idx.meta;
     let md = crate::npu::profiler_metadata(idx);
-    let mut st = conn.prepare(&schema::META_DATA.insert_sql())?;
-    for key in ["distributed_args", "parallel_group_info", "rlprof"] {
-        st.execute(params![key, md[key].to_string()])?;
-    }
-    st.execute(params!["torch_npu_version", ""])?;
-    st.execute(params!["rlprof_version", env!("CARGO_PKG_VERSION")])?;
-    conn.execute(
-        &schema::RANK_DEVICE_MAP.insert_sql(),
-        params![m.rank as i64, 0],
-    )?;
-    conn.execute(
-        &schema::HOST_INFO.insert_sql(),
-        params![format!("{}_{}", m.host, m.pid), m.host],
+    let md: Vec<(&str, String)> = ["distributed_args", "parallel_group_info", "rlprof"]
+        .into_iter()
+        .map(|key| (key, md[key].to_string()))
+        .chain([
+            ("torch_npu_version", String::new()),
+            ("rlprof_version", env!("CARGO_PKG_VERSION").to_string()),
+        ])
+        .collect();
+    let md = md.iter().map(|(k, v)| vec![Value::Text(k), Value::Text(v)]);
+    insert_all(db, schema::META_DATA, md)?;
+    let device_map = vec![Value::Int(m.rank as i64), Value::Int(0)];
+    insert_all(db, schema::RANK_DEVICE_MAP, [device_map])?;
+    let uid = format!("{}_{}", m.host, m.pid);
+    insert_all(
+        db,
+        schema::HOST_INFO,
+        [vec![Value::Text(&uid), Value::Text(&m.host)]],
     )?;
     let end = idx.steps.last().map_or(m.start_wall_ns, |s| s.end);
-    conn.execute(
-        &schema::SESSION_TIME_INFO.insert_sql(),
-        params![m.start_wall_ns as i64, end as i64],
-    )?;
-    Ok(())
+    let session = [m.start_wall_ns as i64, end as i64]
+        .map(Value::Int)
+        .to_vec();
+    insert_all(db, schema::SESSION_TIME_INFO, [session])
 }
 
 /// `analysis.db`: `StepTraceTime` (level0 and up) and the `CommAnalyzer*` tables (level1 and
 /// up), as the text layout writes `step_trace_time.csv` and `communication*.json`.
 fn write_analysis_db(
-    conn: &Connection,
+    db: &mut Database,
     idx: &Index,
     steps: &summary::StepSums,
     comms: &summary::CommFigures,
-) -> rusqlite::Result<()> {
-    conn.execute_batch("BEGIN")?;
+) -> std::io::Result<()> {
     if crate::npu::level_rank(idx.meta.level) >= 0 {
-        steps.write(conn, idx)?;
+        steps.write(db, idx)?;
     }
-    comms.write(conn, idx.meta.rank)?;
-    conn.execute_batch("COMMIT")
+    comms.write(db, idx.meta.rank)
 }

@@ -22,32 +22,7 @@ const INT: &str = "INTEGER";
 const TEXT: &str = "TEXT";
 const NUM: &str = "NUMERIC";
 
-/// One table: its name and `(column, type)` list, in order.
-#[derive(Debug, Clone, Copy)]
-pub struct Table {
-    /// Table name.
-    pub name: &'static str,
-    /// Columns with their SQLite types.
-    pub columns: &'static [(&'static str, &'static str)],
-}
-
-impl Table {
-    /// `CREATE TABLE` statement.
-    pub fn create_sql(&self) -> String {
-        let cols: Vec<String> = self
-            .columns
-            .iter()
-            .map(|(c, t)| format!("{c} {t}"))
-            .collect();
-        format!("CREATE TABLE {} ({})", self.name, cols.join(", "))
-    }
-
-    /// `INSERT` statement with one placeholder per column.
-    pub fn insert_sql(&self) -> String {
-        let marks = vec!["?"; self.columns.len()].join(",");
-        format!("INSERT INTO {} VALUES ({marks})", self.name)
-    }
-}
+pub use crate::sqlite_file::Table;
 
 /// `STRING_IDS`: every string column of the other tables is an id into it.
 pub const STRING_IDS: Table = Table {

@@ -6,8 +6,9 @@
 use super::schema as s;
 use crate::decode::{CommEv, Index, KernelEv};
 use crate::npu::{overlap, step_trace_row};
-use rusqlite::{Connection, params};
+use crate::sqlite_file::{Database, Value};
 use std::collections::{BTreeMap, HashMap};
+use std::io;
 
 /// Per-step sums (the same sums as the text layout's `step_trace_time.csv`).
 pub struct StepSums {
@@ -51,24 +52,17 @@ impl StepSums {
     }
 
     /// Writes `StepTraceTime` (us, as the text layout's CSV).
-    pub fn write(&self, conn: &Connection, idx: &Index) -> rusqlite::Result<()> {
-        let mut st = conn.prepare(&s::STEP_TRACE_TIME.insert_sql())?;
+    pub fn write(&self, db: &mut Database, idx: &Index) -> io::Result<()> {
+        let table = db.table_index(s::STEP_TRACE_TIME.name);
         for span in &idx.steps {
             let a = self.steps.get(&span.step).copied().unwrap_or_default();
             let (v, preparing) = step_trace_row(span, &a);
             let us = |ns: u64| ns as f64 / 1000.0;
-            st.execute(params![
-                span.step.to_string(),
-                us(v[0]),
-                us(v[1]),
-                us(v[2]),
-                us(v[3]),
-                us(v[4]),
-                us(v[5]),
-                us(v[6]),
-                us(v[7]),
-                preparing.map(us),
-            ])?;
+            let step = span.step.to_string();
+            let mut row = vec![Value::Text(&step)];
+            row.extend(v.iter().map(|ns| Value::Real(us(*ns))));
+            row.push(preparing.map(us).into());
+            db.insert(table, &row)?;
         }
         Ok(())
     }
@@ -137,10 +131,10 @@ impl CommFigures {
     }
 
     /// Writes `CommAnalyzerTime`, `CommAnalyzerBandwidth` and `CommAnalyzerMatrix`.
-    pub fn write(&self, conn: &Connection, rank: u32) -> rusqlite::Result<()> {
-        let mut time = conn.prepare(&s::COMM_ANALYZER_TIME.insert_sql())?;
-        let mut band = conn.prepare(&s::COMM_ANALYZER_BANDWIDTH.insert_sql())?;
-        let mut matrix = conn.prepare(&s::COMM_ANALYZER_MATRIX.insert_sql())?;
+    pub fn write(&self, db: &mut Database, rank: u32) -> io::Result<()> {
+        let time = db.table_index(s::COMM_ANALYZER_TIME.name);
+        let band = db.table_index(s::COMM_ANALYZER_BANDWIDTH.name);
+        let matrix = db.table_index(s::COMM_ANALYZER_MATRIX.name);
         let ms = |ns: u64| ns as f64 / 1e6;
         for (step, ops) in &self.ops {
             let step = format!("step{step}");
@@ -153,47 +147,51 @@ impl CommFigures {
                 } else {
                     0.0
                 };
-                time.execute(params![
-                    op.key,
-                    op.group,
-                    op.start as f64 / 1000.0,
-                    ms(op.dur),
-                    ms(transit),
-                    ms(op.wait),
-                    ms(op.wait),
-                    0.0,
-                    step,
-                    kind,
-                ])?;
+                let time_row = [
+                    Value::Text(&op.key),
+                    Value::Text(&op.group),
+                    Value::Real(op.start as f64 / 1000.0),
+                    Value::Real(ms(op.dur)),
+                    Value::Real(ms(transit)),
+                    Value::Real(ms(op.wait)),
+                    Value::Real(ms(op.wait)),
+                    Value::Real(0.0),
+                    Value::Text(&step),
+                    Value::Text(kind),
+                ];
+                db.insert(time, &time_row)?;
                 let large = if op.bytes >= 10 << 20 { 1.0 } else { 0.0 };
-                band.execute(params![
-                    op.key,
-                    op.group,
-                    "HCCS",
-                    size_mb,
-                    ms(transit),
-                    bw,
-                    large,
-                    size_mb,
-                    1,
-                    ms(transit),
-                    step,
-                    kind,
-                ])?;
+                let band_row = [
+                    Value::Text(&op.key),
+                    Value::Text(&op.group),
+                    Value::Text("HCCS"),
+                    Value::Real(size_mb),
+                    Value::Real(ms(transit)),
+                    Value::Real(bw),
+                    Value::Real(large),
+                    Value::Real(size_mb),
+                    Value::Int(1),
+                    Value::Real(ms(transit)),
+                    Value::Text(&step),
+                    Value::Text(kind),
+                ];
+                db.insert(band, &band_row)?;
                 let dst = op.peer.map_or(rank, |p| p as u32);
-                matrix.execute(params![
-                    op.key,
-                    op.group,
-                    rank.to_string(),
-                    dst.to_string(),
-                    "LOCAL",
-                    size_mb,
-                    ms(transit),
-                    bw,
-                    step,
-                    kind,
-                    op.name,
-                ])?;
+                let (src, dst) = (rank.to_string(), dst.to_string());
+                let matrix_row = [
+                    Value::Text(&op.key),
+                    Value::Text(&op.group),
+                    Value::Text(&src),
+                    Value::Text(&dst),
+                    Value::Text("LOCAL"),
+                    Value::Real(size_mb),
+                    Value::Real(ms(transit)),
+                    Value::Real(bw),
+                    Value::Text(&step),
+                    Value::Text(kind),
+                    Value::Text(&op.name),
+                ];
+                db.insert(matrix, &matrix_row)?;
             }
         }
         Ok(())
