@@ -1,6 +1,7 @@
-//! The numbers of the report, computed from the loaded [`Profile`]s: per-step breakdown by role
-//! call and phase per rank, top ops and kernels, memory peak, communication, and the diff of two
-//! reports. The JSON form is this structure serialised; the text and HTML forms show the same.
+//! The numbers of the report, computed from the loaded [`Profile`](crate::model::Profile)s:
+//! per-step breakdown by role call and phase per rank, top ops and kernels, memory peak,
+//! communication, and the diff of two reports. The JSON form is this structure serialised; the
+//! text and HTML forms show the same.
 //!
 //! Definitions (the tests recompute them independently):
 //! - an event's *self time* is its duration minus the durations of the events of the same track
