@@ -4,7 +4,26 @@
 //! run their backward unrecorded. CPU f32 only ([`super::kernels::supported`]).
 
 use super::autograd::tagged;
+use super::kernels;
 use candle_core::{CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
+
+/// Rows `idx` of `x` along dimension 0: the recorded gather on the CPU, candle's elsewhere.
+pub(super) fn select_rows0(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
+    if kernels::supported(x) {
+        index_select0(x, idx)
+    } else {
+        x.contiguous()?.index_select(idx, 0)
+    }
+}
+
+/// `[a, b]` along dimension 1: the recorded concatenation on the CPU, candle's elsewhere.
+pub(super) fn cat_dim1(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if kernels::supported(a) {
+        cat1(a, b)
+    } else {
+        Tensor::cat(&[a, b], 1)
+    }
+}
 
 /// Rows `idx` (u32 `[M]`) of `x` `[N, ...]` along dimension 0: `[M, ...]`. Backward: the
 /// gradient rows added into the rows they came from.

@@ -1,0 +1,146 @@
+//! Readers shared by the `global_profiler` and role blocks: verl's finish-hook keys, rank
+//! lists, schedules, positive `u32` values and the (not yet collectable) precision debugger.
+
+use super::raw::Hooks;
+use crate::config::schema::{PRECISION_DEBUGGER_KEYS, SCHEDULE_KEYS};
+use crate::config::tree::{Map, Node};
+use crate::config::values::{self, Ctx};
+use crate::plan::Schedule;
+
+/// The tool name verl 0.9.1 has and rlprof cannot collect with yet.
+pub(super) const PRECISION_DEBUGGER: &str = "precision_debugger";
+
+pub(super) fn check_precision_debugger(cx: &mut Ctx, b: &Map, p: &str) {
+    cx.check_keys(b, p, PRECISION_DEBUGGER_KEYS);
+    cx.string(b, "config_path", p);
+    cx.bool(b, "strict", p);
+    for key in ["steps", "stages"] {
+        if let Some(v) = Ctx::get(b, key)
+            && v.as_list().is_none()
+        {
+            cx.err(
+                &format!("{p}.{key}"),
+                format!(
+                    "{} is {}, expected a list or null",
+                    v.show(),
+                    values::kind(v)
+                ),
+            );
+        }
+    }
+}
+
+/// verl's `relocate_results`, `finish_hook_cmd`, `finish_hook_all_ranks`, `finish_hook_ranks`.
+pub(super) fn parse_hooks(cx: &mut Ctx, m: &Map, path: &str, world: u32) -> Hooks {
+    let cmd = match m.get("finish_hook_cmd") {
+        None => None,
+        Some(Node::Null) => Some(None),
+        Some(_) => cx.string(m, "finish_hook_cmd", path).map(Some),
+    };
+    Hooks {
+        relocate_results: cx.bool(m, "relocate_results", path),
+        cmd,
+        all_ranks: cx.bool(m, "finish_hook_all_ranks", path),
+        ranks: rank_list(cx, m, "finish_hook_ranks", path, world),
+    }
+}
+
+/// A role's finish hook: its command and ranks (verl: `finish_hook_all_ranks`, else
+pub(super) fn pos_u32(cx: &mut Ctx, m: &Map, key: &str, path: &str) -> Option<u32> {
+    let v = cx.pos_int(m, key, path)?;
+    match u32::try_from(v) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            cx.err(
+                &format!("{path}.{key}"),
+                format!(
+                    "{v} is too large; expected an integer between 1 and {}",
+                    u32::MAX
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// A list of ranks below the world size (`ranks`, `finish_hook_ranks`).
+pub(super) fn rank_list(
+    cx: &mut Ctx,
+    m: &Map,
+    key: &str,
+    path: &str,
+    world: u32,
+) -> Option<Vec<u32>> {
+    let v = Ctx::get(m, key)?;
+    let p = format!("{path}.{key}");
+    let Node::List(seq) = v else {
+        cx.err(
+            &p,
+            format!(
+                "{} is {}, expected a list of ranks in 0..{} (e.g. [0]) or all_ranks: true",
+                v.show(),
+                values::kind(v),
+                world.saturating_sub(1)
+            ),
+        );
+        return None;
+    };
+    let mut out = Vec::new();
+    for (i, item) in seq.iter().enumerate() {
+        let ip = format!("{p}[{i}]");
+        match values::as_int(item) {
+            Some(r) if r >= 0 && r < world as i64 => out.push(r as u32),
+            Some(r) if r >= 0 => cx.err(
+                &ip,
+                format!(
+                    "rank {r} is >= world size {world} (trainer.nnodes * trainer.n_gpus_per_node); valid ranks are 0..{}",
+                    world - 1
+                ),
+            ),
+            _ => cx.err(
+                &ip,
+                format!(
+                    "{} is not a valid rank; valid ranks are integers 0..{} (world size {world})",
+                    item.show(),
+                    world - 1
+                ),
+            ),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
+/// Parses `m.schedule` (absent or null = none). `active` must be >= 1.
+pub(super) fn parse_schedule(cx: &mut Ctx, m: &Map, parent: &str) -> Option<Schedule> {
+    let p = format!("{parent}.schedule");
+    let s = cx.map(m.get("schedule"), &p)?;
+    cx.check_keys(s, &p, SCHEDULE_KEYS);
+    let mut field = |key: &str, dflt: u64| match cx.int(s, key, &p) {
+        Some(v) if v < 0 => {
+            cx.err(
+                &format!("{p}.{key}"),
+                format!("{v} is negative; give a count >= 0"),
+            );
+            dflt
+        }
+        Some(v) => v as u64,
+        None => dflt,
+    };
+    let sched = Schedule {
+        skip_first: field("skip_first", 0),
+        wait: field("wait", 0),
+        warmup: field("warmup", 0),
+        active: field("active", 1),
+        repeat: field("repeat", 1),
+    };
+    if sched.active == 0 {
+        cx.err(
+            &format!("{p}.active"),
+            "0 would record nothing; give the number of iterations to record (>= 1)",
+        );
+        return None;
+    }
+    Some(sched)
+}

@@ -1,0 +1,182 @@
+//! The `global_profiler` section and the world size (`trainer.nnodes * n_gpus_per_node`): tool,
+//! steps, save path, caps, the default schedule and the nsys / torch_memory global options.
+
+use super::fields::{
+    PRECISION_DEBUGGER, check_precision_debugger, parse_hooks, parse_schedule, pos_u32,
+};
+use super::raw::{Global, Hooks};
+use crate::config::schema::{GLOBAL_KEYS, GLOBAL_TOOL_KEYS, NSYS_GLOBAL_KEYS, TORCH_MEMORY_KEYS};
+use crate::config::tree::{Map, Node};
+use crate::config::values::{self, Ctx};
+use crate::plan::{Caps, NsysOptions, TorchMemoryOptions};
+use std::collections::BTreeMap;
+
+pub(super) fn world_size(cx: &mut Ctx, root: &Map) -> u32 {
+    let Some(trainer) = cx.map(root.get("trainer"), "trainer") else {
+        return 1;
+    };
+    let mut read = |key: &str| -> u32 {
+        match Ctx::get(trainer, key) {
+            None => 1,
+            Some(v) => match values::as_int(v) {
+                Some(i) if i > 0 && i <= u32::MAX as i64 => i as u32,
+                _ => {
+                    cx.err(
+                        &format!("trainer.{key}"),
+                        format!("{} is not valid; expected an integer > 0", v.show()),
+                    );
+                    1
+                }
+            },
+        }
+    };
+    let n = read("nnodes");
+    let g = read("n_gpus_per_node");
+    n.saturating_mul(g)
+}
+
+pub(super) fn parse_global(cx: &mut Ctx, root: &Map, world: u32) -> Global {
+    let mut g = Global {
+        tool: None,
+        tool_given: false,
+        steps: vec![],
+        continuous: false,
+        save_path: "outputs/profile".into(),
+        nsys: default_nsys(),
+        torch_memory: TorchMemoryOptions::default(),
+        caps: Caps::default(),
+        schedule: None,
+        hooks: Hooks::default(),
+        precision_debugger: false,
+    };
+    let p = "global_profiler";
+    let Some(m) = cx.map(root.get(p), p) else {
+        return g;
+    };
+    cx.check_keys(m, p, GLOBAL_KEYS);
+    g.precision_debugger = m.get("tool").and_then(Node::as_str) == Some(PRECISION_DEBUGGER);
+    g.tool = if g.precision_debugger {
+        None
+    } else {
+        cx.tool(m, "tool", p)
+    };
+    g.hooks = parse_hooks(cx, m, p, world);
+    g.tool_given = Ctx::get(m, "tool").is_some();
+    g.steps = parse_steps(cx, m.get("steps"));
+    g.continuous = cx.bool(m, "profile_continuous_steps", p).unwrap_or(false);
+    if let Some(s) = cx.string(m, "save_path", p) {
+        if s.trim().is_empty() {
+            cx.err(
+                "global_profiler.save_path",
+                "'' is empty; give the directory that receives the collections (default outputs/profile)",
+            );
+        }
+        g.save_path = s;
+    }
+    if let Some(c) = cx.cap(m, "max_events", p) {
+        g.caps.max_events = c;
+    }
+    if let Some(c) = cx.cap(m, "max_bytes", p) {
+        g.caps.max_bytes = c;
+    }
+    let gp = "global_profiler.global_tool_config";
+    if let Some(gtc) = cx.map(m.get("global_tool_config"), gp) {
+        cx.check_keys(gtc, gp, GLOBAL_TOOL_KEYS);
+        g.schedule = parse_schedule(cx, gtc, gp);
+        let np = format!("{gp}.nsys");
+        if let Some(n) = cx.map(gtc.get("nsys"), &np) {
+            cx.check_keys(n, &np, NSYS_GLOBAL_KEYS);
+            if let Some(d) = cx.bool(n, "discrete", &np) {
+                g.nsys.discrete = d;
+            }
+            for (key, target) in [
+                (
+                    "controller_nsight_options",
+                    &mut g.nsys.controller_nsight_options,
+                ),
+                ("worker_nsight_options", &mut g.nsys.worker_nsight_options),
+            ] {
+                let kp = format!("{np}.{key}");
+                if let Some(opts) = cx.map(n.get(key), &kp) {
+                    for (k, v) in opts {
+                        target.insert(k.clone(), v.to_json());
+                    }
+                }
+            }
+        }
+        let tp = format!("{gp}.torch_memory");
+        if let Some(t) = cx.map(gtc.get("torch_memory"), &tp) {
+            cx.check_keys(t, &tp, TORCH_MEMORY_KEYS);
+            if let Some(e) = cx.pos_int(t, "trace_alloc_max_entries", &tp) {
+                g.torch_memory.trace_alloc_max_entries = e;
+            }
+            if let Some(d) = pos_u32(cx, t, "stack_depth", &tp) {
+                g.torch_memory.stack_depth = d;
+            }
+            cx.pos_int(t, "memory_snapshot_num_steps", &tp);
+        }
+        let pp = format!("{gp}.precision_debugger");
+        if let Some(b) = cx.map(gtc.get("precision_debugger"), &pp) {
+            check_precision_debugger(cx, b, &pp);
+        }
+    }
+    g
+}
+
+fn default_nsys() -> NsysOptions {
+    let s = |v: &str| serde_json::Value::String(v.to_string());
+    let mut controller = BTreeMap::new();
+    controller.insert("trace".to_string(), s("cuda,nvtx,cublas,ucx"));
+    controller.insert("cuda-memory-usage".to_string(), s("true"));
+    controller.insert("cuda-graph-trace".to_string(), s("graph"));
+    let mut worker = controller.clone();
+    worker.insert("capture-range".to_string(), s("cudaProfilerApi"));
+    worker.insert("capture-range-end".to_string(), serde_json::Value::Null);
+    worker.insert("kill".to_string(), s("none"));
+    NsysOptions {
+        discrete: false,
+        controller_nsight_options: controller,
+        worker_nsight_options: worker,
+    }
+}
+
+fn parse_steps(cx: &mut Ctx, v: Option<&Node>) -> Vec<u64> {
+    let p = "global_profiler.steps";
+    let v = match v {
+        None | Some(Node::Null) => return vec![],
+        Some(v) if values::is_interp(v) => return vec![],
+        Some(v) => v,
+    };
+    let Node::List(seq) = v else {
+        let example = match values::as_int(v) {
+            Some(i) => format!("[{i}]"),
+            None => "[1, 2, 5]".to_string(),
+        };
+        cx.err(
+            p,
+            format!(
+                "{} is {}, but steps must be a list of 1-based step numbers or null; write steps: {example} (on the command line: global_profiler.steps={})",
+                v.show(),
+                values::kind(v),
+                example.replace(' ', "")
+            ),
+        );
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for (i, item) in seq.iter().enumerate() {
+        match values::as_int(item) {
+            Some(s) if s >= 1 => out.push(s as u64),
+            _ => cx.err(
+                &format!("{p}[{i}]"),
+                format!(
+                    "{} is not a valid step; steps are integers >= 1 (the trainer counts steps from 1)",
+                    item.show()
+                ),
+            ),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}

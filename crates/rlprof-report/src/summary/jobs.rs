@@ -1,0 +1,91 @@
+//! The per-job, per-rank part of the report: each rank's files, device figures (summed over
+//! its profiles) and step durations.
+
+use super::{JobReport, RankReport, StepDur, StepId};
+use crate::device::{Device, Figures, Overlap, Temporal};
+use crate::jobs::JobGroup;
+use crate::model::{Profile, Track};
+use std::collections::BTreeMap;
+
+/// Per job and rank: files, device figures, steps.
+pub(super) fn job_reports(
+    profiles: &[Profile],
+    groups: &[JobGroup],
+    unions: &[crate::device::Unions],
+) -> Vec<JobReport> {
+    let figures: Vec<Figures> = profiles
+        .iter()
+        .zip(unions)
+        .map(|(p, u)| Figures::from_unions(p, u))
+        .collect();
+    groups
+        .iter()
+        .map(|g| {
+            let mut ranks: BTreeMap<u32, RankReport> = BTreeMap::new();
+            let mut sums: BTreeMap<u32, Figures> = BTreeMap::new();
+            for &i in &g.profiles {
+                let p = &profiles[i];
+                let r = ranks.entry(p.rank).or_insert_with(|| RankReport {
+                    rank: p.rank,
+                    files: Vec::new(),
+                    profiles: Vec::new(),
+                    device: Device::default(),
+                    steps: Vec::new(),
+                    temporal: Temporal::default(),
+                    overlap: Overlap::default(),
+                    kernel_types: Vec::new(),
+                });
+                r.files.push(p.source.clone());
+                r.profiles.push(i);
+                r.steps.extend(steps_of(p));
+                sums.entry(p.rank).or_default().add(&figures[i]);
+            }
+            for (rank, r) in ranks.iter_mut() {
+                let f = &sums[rank];
+                r.device = f.device;
+                r.temporal = f.temporal();
+                r.overlap = f.overlap();
+                r.kernel_types = f.kernel_types();
+                r.steps.sort_by(|a, b| a.step.cmp(&b.step));
+            }
+            JobReport {
+                id: g.id.clone(),
+                world_size: g.world_size,
+                world_size_declared: g.world_size_declared,
+                format: g.format,
+                key: g.key.clone(),
+                ranks: ranks.into_values().collect(),
+            }
+        })
+        .collect()
+}
+
+/// A profile's steps: its step ranges, else the step numbers it names without ranges.
+fn steps_of(p: &Profile) -> Vec<StepDur> {
+    let ranged: Vec<StepDur> = p
+        .events
+        .iter()
+        .filter(|e| e.track == Track::Step)
+        .map(|e| {
+            let n = p.str(e.name);
+            let label = n.strip_prefix("ProfilerStep#").unwrap_or(n);
+            StepDur {
+                step: label
+                    .parse()
+                    .map(StepId::Number)
+                    .unwrap_or_else(|_| StepId::Label(label.to_string())),
+                dur_ns: Some(e.dur.max(0) as u64),
+            }
+        })
+        .collect();
+    if !ranged.is_empty() {
+        return ranged;
+    }
+    p.steps
+        .iter()
+        .map(|&s| StepDur {
+            step: StepId::Number(s),
+            dur_ns: None,
+        })
+        .collect()
+}

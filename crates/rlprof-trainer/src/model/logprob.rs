@@ -1,0 +1,61 @@
+//! Log-probs and entropies of target tokens under logits: the fused CPU kernels, or composed
+//! log-softmax and gather elsewhere.
+
+use super::kernels;
+use crate::t;
+use candle_core::{D, Result, Tensor};
+
+/// Log-probs (and entropies) of `targets` under `logits` `[B, T, V]` at temperature `temp`.
+pub fn token_logprobs(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<(Tensor, Tensor)> {
+    let m = rlprof_profiler::name!("logprob");
+    if kernels::supported(logits) {
+        let lp = token_logprob_only(logits, targets, temp)?;
+        let ent = t!(
+            "entropy",
+            m,
+            [logits],
+            0,
+            kernels::entropy(logits, 1.0 / temp)
+        )?;
+        return Ok((lp, ent));
+    }
+    let logits = if (temp - 1.0).abs() > f32::EPSILON {
+        t!("div", m, [logits], 0, logits.affine(1.0 / temp as f64, 0.0))?
+    } else {
+        logits.clone()
+    };
+    let lsm = t!(
+        "log_softmax",
+        m,
+        [&logits],
+        0,
+        candle_nn::ops::log_softmax(&logits, D::Minus1)
+    )?;
+    let idx = targets.unsqueeze(D::Minus1)?;
+    let lp = t!("gather", m, [&lsm, &idx], 0, lsm.gather(&idx, D::Minus1))?.squeeze(D::Minus1)?;
+    let p = lsm.exp()?;
+    let ent = t!(
+        "entropy",
+        m,
+        [&p, &lsm],
+        0,
+        p.mul(&lsm)?.sum(D::Minus1)?.neg()
+    )?;
+    Ok((lp, ent))
+}
+
+/// Log-probs of `targets` under `logits` `[B, T, V]` at temperature `temp`, without the
+/// entropies (the no-grad log-prob passes).
+pub fn token_logprob_only(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<Tensor> {
+    let m = rlprof_profiler::name!("logprob");
+    if kernels::supported(logits) {
+        return t!(
+            "log_softmax_gather",
+            m,
+            [logits, targets],
+            0,
+            kernels::token_logprob(logits, targets, 1.0 / temp)
+        );
+    }
+    Ok(token_logprobs(logits, targets, temp)?.0)
+}
