@@ -142,11 +142,8 @@ impl CommFigures {
                 let kind = if op.p2p { "p2p" } else { "collective" };
                 let transit = op.dur - op.wait;
                 let size_mb = op.bytes as f64 / 1e6;
-                let bw = if transit > 0 {
-                    size_mb / ms(transit)
-                } else {
-                    0.0
-                };
+                // GB/s = MB/ms, as msprof-analyze reads it.
+                let bw = rlprof_profiler::metrics::bandwidth_gbps(op.bytes, transit).unwrap_or(0.0);
                 let time_row = [
                     Value::Text(&op.key),
                     Value::Text(&op.group),

@@ -188,11 +188,8 @@ impl<'a> Exporter<'a> {
                 let ms = |ns: u64| ns as f64 / 1e6;
                 let transit = op.dur - op.wait;
                 let size_mb = op.bytes as f64 / 1e6;
-                let bw = if transit > 0 {
-                    size_mb / ms(transit)
-                } else {
-                    0.0
-                };
+                // GB/s = MB/ms, as msprof-analyze reads it.
+                let bw = rlprof_profiler::metrics::bandwidth_gbps(op.bytes, transit).unwrap_or(0.0);
                 let link = "HCCS";
                 c[kind][&op.key] = json!({
                     "Communication Time Info": {
