@@ -282,6 +282,26 @@ fn chunked_parallel_parse_equals_the_sequential_one() {
         want_paired
     );
     assert_eq!(want_paired.0.len(), want.0.len() + 1);
+    // On one thread the array is parsed in several waves (4 chunks each), each merged before
+    // the next is parsed: a pair in the last wave only (the first merged in parallel, the last
+    // one by one), and a pair across waves, load the same.
+    let late = doc.replacen(
+        "\n]",
+        ",{\"ph\":\"B\",\"name\":\"late\",\"pid\":1,\"tid\":1,\"ts\":3,\"args\":{\"a\":2}},\
+         {\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":7}\n]",
+        1,
+    );
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    assert!(doc.len() > 5 * CHUNK_BYTES, "{}", doc.len());
+    for d in [&doc, &paired, &late] {
+        assert_eq!(
+            one.install(|| ours(d, u64::MAX)).unwrap(),
+            reference(d, u64::MAX).unwrap()
+        );
+    }
     // The cut guesses did land inside strings (so the re-parse path ran).
     let first = doc.find('[').unwrap() + 4;
     let n = (doc.len() - first) / CHUNK_BYTES;
