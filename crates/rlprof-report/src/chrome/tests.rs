@@ -657,3 +657,22 @@ fn pages_given_back_while_parsing_are_never_read_as_text() {
     assert_eq!(plain.unwrap_err(), want_err.replace("t.json", "PATH"));
     assert_eq!(gz.unwrap_err(), want_err.replace("t.json", "PATH"));
 }
+
+#[test]
+fn host_memory_is_split_off_in_order() {
+    let mem = |t: i64| MemEvent {
+        t,
+        delta: 1,
+        addr: 0,
+        op: NONE,
+        total: None,
+    };
+    let mut p = profile();
+    p.memory = (0..5).map(mem).collect();
+    // Flags shorter than the events: the rest are device memory.
+    split_host_memory(&mut p, &[false, true, false, true]);
+    assert_eq!(p.memory, [mem(0), mem(2), mem(4)]);
+    assert_eq!(p.host_memory, [mem(1), mem(3)]);
+    split_host_memory(&mut p, &[false; 3]);
+    assert_eq!(p.memory.len(), 3);
+}
