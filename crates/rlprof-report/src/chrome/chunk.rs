@@ -81,7 +81,12 @@ impl Buffers {
     fn ready(mut self, events: usize) -> Buffers {
         fn room<T>(v: &mut Vec<T>, n: usize) {
             v.clear();
-            v.reserve(n);
+            // The guess is rough (an event per 200 bytes) and chunks differ by a few bytes: a
+            // reused vector nearly as large is kept as it is (growing it, even empty, copies
+            // its whole old block, and the copy's pages are new).
+            if v.capacity() < n - n / 8 {
+                v.reserve(n);
+            }
         }
         room(&mut self.events, events);
         room(&mut self.details, events / 2);
