@@ -61,17 +61,69 @@ pub(super) struct Chunk<'a> {
     pub(super) spans: Vec<RawSpan>,
 }
 
+/// The vectors a chunk fills and merging copies into the profile (or moves out, leaving the
+/// capacity), handed on to a later chunk once merged ([`Chunk::into_buffers`]): each
+/// fresh allocation of this size is a fresh mapping from glibc, its pages zeroed by the
+/// kernel on first touch, so reusing them saves those page faults (the arena of `args` texts
+/// is not among them: the profile keeps it).
+#[derive(Default)]
+pub(super) struct Buffers {
+    events: Vec<Event>,
+    details: Vec<Detail>,
+    memory: Vec<MemEvent>,
+    mem_thread: Vec<u32>,
+    mem_host: Vec<bool>,
+    spans: Vec<RawSpan>,
+}
+
+impl Buffers {
+    /// Empties every vector and makes room for about `events` events.
+    fn ready(mut self, events: usize) -> Buffers {
+        fn room<T>(v: &mut Vec<T>, n: usize) {
+            v.clear();
+            // The guess is rough (an event per 200 bytes) and chunks differ by a few bytes: a
+            // reused vector nearly as large is kept as it is (growing it, even empty, copies
+            // its whole old block, and the copy's pages are new).
+            if v.capacity() < n - n / 8 {
+                v.reserve(n);
+            }
+        }
+        room(&mut self.events, events);
+        room(&mut self.details, events / 2);
+        room(&mut self.memory, events / 2);
+        room(&mut self.mem_thread, events / 2);
+        room(&mut self.mem_host, events / 2);
+        room(&mut self.spans, events / 2);
+        self
+    }
+}
+
 impl<'a> Chunk<'a> {
     /// Parses elements from `start` until the next element starts at or after `bound`, the
-    /// array ends, an error, or more than `cap` elements; the result owns all it holds.
+    /// array ends, an error, or more than `cap` elements, into `bufs` (emptied first); the
+    /// result owns all it holds.
     pub(super) fn parse(
         text: &'a str,
         start: usize,
         bound: usize,
         open: u32,
         cap: u64,
+        bufs: Buffers,
     ) -> Chunk<'static> {
-        Chunk::parse_borrowed(text, start, bound, open, cap).detach()
+        Chunk::parse_borrowed(text, start, bound, open, cap, bufs).detach()
+    }
+
+    /// The chunk's vectors, for a later chunk to fill (what they hold is dropped: a merged
+    /// chunk's events are in the profile).
+    pub(super) fn into_buffers(self) -> Buffers {
+        Buffers {
+            events: self.events,
+            details: self.details,
+            memory: self.memory,
+            mem_thread: self.mem_thread,
+            mem_host: self.mem_host,
+            spans: self.spans,
+        }
     }
 
     /// Copies the few strings merging reads (distinct names, thread ids, metadata labels, a
@@ -129,32 +181,40 @@ impl<'a> Chunk<'a> {
     }
 
     /// [`Chunk::parse`] before [`Chunk::detach`].
-    fn parse_borrowed(text: &'a str, start: usize, bound: usize, open: u32, cap: u64) -> Chunk<'a> {
+    fn parse_borrowed(
+        text: &'a str,
+        start: usize,
+        bound: usize,
+        open: u32,
+        cap: u64,
+        bufs: Buffers,
+    ) -> Chunk<'a> {
         let guess = (bound.min(text.len()) - start.min(text.len())) / 200;
+        let bufs = bufs.ready(guess);
         let mut c = Chunk {
             start,
             stop: start,
             end: false,
             count: 0,
             error: None,
-            events: Vec::with_capacity(guess),
-            details: Vec::with_capacity(guess / 2),
+            events: bufs.events,
+            details: bufs.details,
             names: Vec::new(),
             name_ix: FxHashMap::default(),
             threads: Vec::new(),
             thread_ix: FxHashMap::default(),
             last_threads: [None; 4],
             last_next: 0,
-            memory: Vec::with_capacity(guess / 2),
-            mem_thread: Vec::with_capacity(guess / 2),
-            mem_host: Vec::with_capacity(guess / 2),
+            memory: bufs.memory,
+            mem_thread: bufs.mem_thread,
+            mem_host: bufs.mem_host,
             specials: Vec::new(),
             steps: Vec::new(),
             members: Vec::new(),
             cache: Cache::default(),
             // About a third of a PyTorch trace's text is `args` of `X` events.
             arena: String::with_capacity(guess * 64),
-            spans: Vec::with_capacity(guess / 2),
+            spans: bufs.spans,
         };
         let mut r = Reader::new(text, start);
         loop {

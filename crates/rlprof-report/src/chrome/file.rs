@@ -94,7 +94,7 @@ pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), Re
         Cow::Borrowed(_) => release,
         Cow::Owned(_) => Release::None,
     };
-    let parsed = parse_text(&text, path, limits, release);
+    let parsed = parse_text(&text, path, limits, release, p);
     drop(text);
     // The pages are given back already; unmapping is page-table work off this thread.
     drop_in_background(map);
@@ -152,7 +152,7 @@ fn read_gz(
         drop(map);
         let left = input.left;
         read_capped(input.inner, path, left, &mut text)?;
-        let parsed = parse_text(&text_of(&text), path, limits, Release::None);
+        let parsed = parse_text(&text_of(&text), path, limits, Release::None, p);
         drop(text);
         parsed?.finish(p);
         return Ok(());
@@ -163,11 +163,11 @@ fn read_gz(
         Cow::Borrowed(_) => Release::Consumed(&map),
         Cow::Owned(_) => Release::None,
     };
-    let parsed = parse_text(&text, path, limits, release);
+    let parsed = parse_text(&text, path, limits, release, p);
     let waved = release.in_waves();
     drop(text);
-    // Freed before the chunks are merged into the profile (what merging allocates would
-    // otherwise come on top of what is left of the text).
+    // Freed before what is known only at the end is applied (sorting and memory attribution
+    // allocate, which would otherwise come on top of what is left of the text).
     drop(map);
     match parsed {
         Ok(st) => {
@@ -175,7 +175,8 @@ fn read_gz(
             Ok(())
         }
         // Its line and column were counted over text given back: read it again in memory
-        // for the same error with the right position.
+        // for the same error with the right position (into `p`, which holds part of the
+        // events already; on an error the caller drops it).
         Err(ReportError::Malformed { .. }) if waved => {
             let mut again = Vec::with_capacity(filled + 1);
             read_capped(

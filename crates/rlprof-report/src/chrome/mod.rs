@@ -16,7 +16,9 @@
 //! place), so the result is the sequential parse's. Events borrow their strings from the text;
 //! `args` stays raw text and only the parts the report shows are decoded. Chunks intern names
 //! and threads locally and are merged in file order, so string and thread numbering is the
-//! sequential order too.
+//! sequential order too. The chunks go a wave of a few per thread at a time: each wave is merged
+//! into the profile before the next is parsed, whose chunks fill the same vectors again (fewer
+//! fresh pages for the kernel to zero), and the text before it can be given back.
 //!
 //! Documented limits ([`Limits`]): at most 1 GiB of (uncompressed) JSON text, at most 20 million
 //! events, at most 128 levels of JSON nesting (serde_json's recursion limit, which the reader

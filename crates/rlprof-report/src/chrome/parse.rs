@@ -1,7 +1,7 @@
 //! The top level of a trace document and the parallel cut of its `traceEvents` array into
 //! chunks at event boundaries, each chunk's start checked against where the previous one ended.
 
-use super::chunk::Chunk;
+use super::chunk::{Buffers, Chunk};
 use super::merge::State;
 use super::release::Release;
 use super::{CHUNK_BYTES, Limits, MAX_DEPTH};
@@ -31,22 +31,23 @@ pub(super) fn read_text(
     p: &mut Profile,
     limits: &Limits,
 ) -> Result<(), ReportError> {
-    parse_text(text, path, limits, Release::None)?.finish(p);
+    parse_text(text, path, limits, Release::None, p)?.finish(p);
     Ok(())
 }
 
-/// Parses a whole Chrome-trace text, giving each parsed stretch's pages back to `release`.
-/// What the events need is owned by the result: the text can be dropped before the result is
-/// merged into a profile ([`State::finish`]), which is where most of the profile's memory is
-/// allocated.
+/// Parses a whole Chrome-trace text into `p`, giving each parsed stretch's pages back to
+/// `release`; the events are merged into `p` a wave of chunks at a time, and what is known only
+/// at the end is left in the result, applied by [`State::finish`] (which needs no text: the text
+/// can be dropped first). On an error `p` may hold part of the events.
 pub(super) fn parse_text(
     text: &str,
     path: &Path,
     limits: &Limits,
     release: Release<'_>,
+    p: &mut Profile,
 ) -> Result<State, ReportError> {
     let mut st = State::default();
-    let res = top(text, &mut st, limits, release);
+    let res = top(text, &mut st, limits, release, p);
     match res {
         Ok(()) => Ok(st),
         Err(Fail::Limit) => Err(limit(path, "events", limits.max_events)),
@@ -85,6 +86,7 @@ pub(super) fn top(
     st: &mut State,
     limits: &Limits,
     release: Release<'_>,
+    p: &mut Profile,
 ) -> Result<(), Fail> {
     let mut r = Reader::new(text, 0);
     r.ws();
@@ -101,7 +103,7 @@ pub(super) fn top(
                     match key.as_ref() {
                         "traceEvents" => {
                             saw_events = true;
-                            events_array(&mut r, 1, st, limits, release)?;
+                            events_array(&mut r, 1, st, limits, release, p)?;
                         }
                         "baseTimeNanoseconds" => {
                             st.base_ns = if r.null()? {
@@ -156,7 +158,7 @@ pub(super) fn top(
                 return Err(Fail::Shape("no traceEvents array"));
             }
         }
-        Some(b'[') => events_array(&mut r, 0, st, limits, release)?,
+        Some(b'[') => events_array(&mut r, 0, st, limits, release, p)?,
         _ => {
             return Err(Fail::Json(r.err(
                 "expected a Chrome trace object with traceEvents, or an array of events",
@@ -170,14 +172,15 @@ pub(super) fn top(
     Ok(())
 }
 
-/// Parses an array of events (the cursor at `[`, inside `open` containers) into chunks kept
-/// in `st` (merged by [`State::finish`]).
+/// Parses an array of events (the cursor at `[`, inside `open` containers) into `p`, a wave of
+/// chunks at a time, each wave's chunks checked (event limit, syntax) before it is merged.
 pub(super) fn events_array(
     r: &mut Reader<'_>,
     open: u32,
     st: &mut State,
     limits: &Limits,
     release: Release<'_>,
+    p: &mut Profile,
 ) -> Result<(), Fail> {
     r.ws();
     if r.peek() != Some(b'[') {
@@ -190,37 +193,105 @@ pub(super) fn events_array(
         r.pos += 1;
         return Ok(());
     }
-    let chunks = parse_chunks(r.text(), r.pos, open + 1, limits.max_events, release);
-    for c in &chunks {
-        st.events += c.count;
-        if st.events > limits.max_events {
-            return Err(Fail::Limit);
+    let max = limits.max_events;
+    let merge = |wave: &mut [Chunk<'static>], scale: f64| {
+        for c in wave.iter() {
+            st.events += c.count;
+            if st.events > max {
+                return Err(Fail::Limit);
+            }
+            if let Some(e) = c.error {
+                return Err(Fail::Json(e));
+            }
         }
-        if let Some(e) = c.error {
-            return Err(Fail::Json(e));
-        }
-        r.pos = c.stop;
-    }
-    st.arrays.push(chunks);
+        st.merge_wave(wave, scale, p);
+        Ok(())
+    };
+    r.pos = parse_chunks(r.text(), r.pos, open + 1, max, release, merge)?;
     Ok(())
 }
 
 /// Parses the elements of an events array from `first` (an element's first byte) in chunks,
-/// in parallel; returns the chunks of the sequential parse, in order. Each chunk's stretch of
-/// text is given back to `release` once parsed (a chunk parsed again reads it back).
+/// in parallel, a wave of chunks at a time; hands each wave's chunks of the sequential parse,
+/// in order, to `merge` (with how much more text the rest of the array is, for sizing what
+/// it fills); returns where the last chunk stopped. Each chunk's stretch of text is given back
+/// to `release` once parsed (a chunk parsed again reads it back).
+///
+/// A wave is a few chunks per thread (so the threads stay busy). After it, the text before
+/// the checked position is given back (where only checked text may be: [`Release::Consumed`]),
+/// the wave is merged, and its chunks' vectors are filled again by the next wave's chunks
+/// ([`Buffers`]). So a load allocates, and the kernel zeroes, one wave's chunk vectors rather
+/// than every chunk's: on BENCHMARKS.md's 78.6 MB trace, 16,500 page faults per load instead
+/// of 19,200 on two threads (16,100 instead of 18,800 on one; 15,600-15,900 with the other
+/// vectors of a load sized once, see `merge`).
 pub(super) fn parse_chunks(
     text: &str,
     first: usize,
     open: u32,
     cap: u64,
     release: Release<'_>,
-) -> Vec<Chunk<'static>> {
-    let b = text.as_bytes();
+    mut merge: impl FnMut(&mut [Chunk<'static>], f64) -> Result<(), Fail>,
+) -> Result<usize, Fail> {
+    let starts = chunk_starts(text.as_bytes(), first);
+    let bound = |k: usize| starts.get(k + 1).copied().unwrap_or(usize::MAX);
+    let wave = rayon::current_num_threads().max(1) * WAVE_PER_THREAD;
+    let mut spare: Vec<Buffers> = Vec::with_capacity(wave);
+    let mut checked = Vec::with_capacity(wave);
+    let mut pos = first;
+    for from in (0..starts.len()).step_by(wave) {
+        let ks = from..(from + wave).min(starts.len());
+        let mut bufs = std::mem::take(&mut spare);
+        bufs.resize_with(ks.len(), Buffers::default);
+        let guessed: Vec<Chunk<'static>> = ks
+            .clone()
+            .into_par_iter()
+            .zip(bufs)
+            .map(|(k, b)| {
+                let c = Chunk::parse(text, starts[k], bound(k), open, cap, b);
+                release.read(c.start, c.stop);
+                c
+            })
+            .collect();
+        let wave_start = pos;
+        let mut done = false;
+        for (k, c) in ks.zip(guessed) {
+            if done || pos >= bound(k) {
+                // Past the end, or the previous chunk ran past this whole one (its guessed
+                // start was wrong).
+                spare.push(c.into_buffers());
+                continue;
+            }
+            let c = if c.start == pos {
+                c
+            } else {
+                let c = Chunk::parse(text, pos, bound(k), open, cap, c.into_buffers());
+                release.read(c.start, c.stop);
+                c
+            };
+            pos = c.stop;
+            done = c.error.is_some() || c.end || c.count > cap;
+            checked.push(c);
+        }
+        if !done {
+            // Everything before `pos` is parsed and checked; later chunks start at or after it.
+            release.consumed(wave_start, pos);
+        }
+        let scale = (text.len() - wave_start) as f64 / (pos - wave_start).max(1) as f64;
+        merge(&mut checked, scale)?;
+        spare.extend(checked.drain(..).map(Chunk::into_buffers));
+        if done {
+            break;
+        }
+    }
+    Ok(pos)
+}
+
+/// Where the chunks of an events array starting at `first` start: likely element starts
+/// about [`CHUNK_BYTES`] apart (at most 16 chunks per thread). On one thread too the text is
+/// cut, so that a chunk's text can be given back before the next one is parsed.
+fn chunk_starts(b: &[u8], first: usize) -> Vec<usize> {
     let len = b.len() - first;
-    let threads = rayon::current_num_threads();
-    // On one thread too the text is cut (into at most 16 chunks), so that a chunk's text can
-    // be given back before the next one is parsed.
-    let n = (len / CHUNK_BYTES).clamp(1, threads.max(1) * 16);
+    let n = (len / CHUNK_BYTES).clamp(1, rayon::current_num_threads().max(1) * 16);
     let mut starts = vec![first];
     for i in 1..n {
         let from = (first + len / n * i).max(*starts.last().expect("non-empty") + 1);
@@ -230,55 +301,10 @@ pub(super) fn parse_chunks(
             starts.push(s);
         }
     }
-    let bound = |k: usize| starts.get(k + 1).copied().unwrap_or(usize::MAX);
-    // A text that is given back only once checked is parsed a wave of chunks at a time (a few
-    // per thread, so the threads stay busy), the text before the checked position given back
-    // after each wave; otherwise all chunks form one wave.
-    let wave = if release.in_waves() {
-        threads.max(1) * WAVE_PER_THREAD
-    } else {
-        starts.len()
-    };
-    let mut out = Vec::with_capacity(starts.len());
-    let mut pos = first;
-    for from in (0..starts.len()).step_by(wave.max(1)) {
-        let ks = from..(from + wave).min(starts.len());
-        let guessed: Vec<Chunk<'static>> = ks
-            .clone()
-            .into_par_iter()
-            .map(|k| {
-                let c = Chunk::parse(text, starts[k], bound(k), open, cap);
-                release.read(c.start, c.stop);
-                c
-            })
-            .collect();
-        let wave_start = pos;
-        for (k, c) in ks.zip(guessed) {
-            if pos >= bound(k) {
-                // The previous chunk ran past this whole one (its guessed start was wrong).
-                continue;
-            }
-            let c = if c.start == pos {
-                c
-            } else {
-                let c = Chunk::parse(text, pos, bound(k), open, cap);
-                release.read(c.start, c.stop);
-                c
-            };
-            pos = c.stop;
-            let done = c.error.is_some() || c.end || c.count > cap;
-            out.push(c);
-            if done {
-                return out;
-            }
-        }
-        // Everything before `pos` is parsed and checked; later chunks start at or after it.
-        release.consumed(wave_start, pos);
-    }
-    out
+    starts
 }
 
-/// Chunks per thread in one wave of [`parse_chunks`] (when parsing in waves).
+/// Chunks per thread in one wave of [`parse_chunks`].
 const WAVE_PER_THREAD: usize = 4;
 
 /// The first likely event start at or after `from`: a `{` after a `,` and before a `"` or `}`

@@ -55,8 +55,8 @@ impl Release<'_> {
         }
     }
 
-    /// Whether pages are given back only once parsed and checked (the parse then goes in
-    /// waves, so that the text behind it can be given back before all of it is parsed).
+    /// Whether pages are given back only once parsed and checked (after each wave of the
+    /// parse): an error's line and column then need the text read again.
     pub(super) fn in_waves(&self) -> bool {
         matches!(self, Release::Consumed(_))
     }

@@ -282,6 +282,26 @@ fn chunked_parallel_parse_equals_the_sequential_one() {
         want_paired
     );
     assert_eq!(want_paired.0.len(), want.0.len() + 1);
+    // On one thread the array is parsed in several waves (4 chunks each), each merged before
+    // the next is parsed: a pair in the last wave only (the first merged in parallel, the last
+    // one by one), and a pair across waves, load the same.
+    let late = doc.replacen(
+        "\n]",
+        ",{\"ph\":\"B\",\"name\":\"late\",\"pid\":1,\"tid\":1,\"ts\":3,\"args\":{\"a\":2}},\
+         {\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":7}\n]",
+        1,
+    );
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    assert!(doc.len() > 5 * CHUNK_BYTES, "{}", doc.len());
+    for d in [&doc, &paired, &late] {
+        assert_eq!(
+            one.install(|| ours(d, u64::MAX)).unwrap(),
+            reference(d, u64::MAX).unwrap()
+        );
+    }
     // The cut guesses did land inside strings (so the re-parse path ran).
     let first = doc.find('[').unwrap() + 4;
     let n = (doc.len() - first) / CHUNK_BYTES;
@@ -636,4 +656,23 @@ fn pages_given_back_while_parsing_are_never_read_as_text() {
     let [plain, gz] = load_both(&bad);
     assert_eq!(plain.unwrap_err(), want_err.replace("t.json", "PATH"));
     assert_eq!(gz.unwrap_err(), want_err.replace("t.json", "PATH"));
+}
+
+#[test]
+fn host_memory_is_split_off_in_order() {
+    let mem = |t: i64| MemEvent {
+        t,
+        delta: 1,
+        addr: 0,
+        op: NONE,
+        total: None,
+    };
+    let mut p = profile();
+    p.memory = (0..5).map(mem).collect();
+    // Flags shorter than the events: the rest are device memory.
+    split_host_memory(&mut p, &[false, true, false, true]);
+    assert_eq!(p.memory, [mem(0), mem(2), mem(4)]);
+    assert_eq!(p.host_memory, [mem(1), mem(3)]);
+    split_host_memory(&mut p, &[false; 3]);
+    assert_eq!(p.memory.len(), 3);
 }
