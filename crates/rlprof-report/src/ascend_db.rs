@@ -122,6 +122,9 @@ struct CommTasks {
     peer: Option<i64>,
 }
 
+/// An op's `(inputDtypes, inputShapes, callchainId)` ids.
+type OpDetailIds = (Option<i64>, Option<i64>, Option<i64>);
+
 struct Reader<'c, 'p> {
     conn: &'c Connection,
     p: &'p mut Profile,
@@ -132,6 +135,9 @@ struct Reader<'c, 'p> {
     text: FxHashMap<i64, String>,
     /// Thread key -> thread number.
     threads: FxHashMap<i64, u32>,
+    /// An op's `(inputDtypes, inputShapes, callchainId)` ids -> its detail, kept once: ops
+    /// with the same inputs share one (most ops of a step repeat the shapes of another).
+    op_details: FxHashMap<OpDetailIds, u32>,
     origin: i64,
 }
 
@@ -158,6 +164,7 @@ impl<'c, 'p> Reader<'c, 'p> {
             strings: FxHashMap::default(),
             text: FxHashMap::default(),
             threads: FxHashMap::default(),
+            op_details: FxHashMap::default(),
             origin: 0,
         })
     }
@@ -355,23 +362,42 @@ impl<'c, 'p> Reader<'c, 'p> {
             let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
             let mut e = self.event(start, end, name, thread, track);
             if track == Track::Op {
-                let d = Detail {
-                    dtypes: self.text_of(r.get(4)?),
-                    shapes: self.text_of(r.get(5)?),
-                    stack: r
-                        .get::<_, Option<i64>>(6)?
-                        .and_then(|c| chains.get(&c))
-                        .filter(|s| !s.is_empty())
-                        .cloned(),
-                    ..Detail::default()
+                let key = (r.get(4)?, r.get(5)?, r.get(6)?);
+                e.detail = match self.op_details.get(&key) {
+                    Some(&d) => d,
+                    None => {
+                        let d = self.op_detail(key, &chains);
+                        self.op_details.insert(key, d);
+                        d
+                    }
                 };
-                if d != Detail::default() {
-                    e.detail = self.p.add_detail(d);
-                }
             }
             self.push(e)?;
         }
         Ok(())
+    }
+
+    /// The detail of an op from its `(inputDtypes, inputShapes, callchainId)` ids ([`NONE`]
+    /// when it has none of them).
+    fn op_detail(
+        &mut self,
+        (dtypes, shapes, chain): OpDetailIds,
+        chains: &FxHashMap<i64, String>,
+    ) -> u32 {
+        let d = Detail {
+            dtypes: self.text_of(dtypes),
+            shapes: self.text_of(shapes),
+            stack: chain
+                .and_then(|c| chains.get(&c))
+                .filter(|s| !s.is_empty())
+                .cloned(),
+            ..Detail::default()
+        };
+        if d == Detail::default() {
+            NONE
+        } else {
+            self.p.add_detail(d)
+        }
     }
 
     fn read_cann_api(&mut self) -> Result<(), Stop> {
