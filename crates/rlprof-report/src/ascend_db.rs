@@ -13,10 +13,14 @@
 //!
 //! Every table is read once in storage order with plain `SELECT`s (no joins: the tables have
 //! no indexes); ids are resolved in memory. Times are made relative to the session start.
+//! Columns are selected by name and values read whatever their storage class
+//! ([`crate::sqlite_values`]): torch_npu declares `PYTORCH_API`'s times TEXT, names the Python
+//! tracer's API type `trace`, and adds columns between releases.
 
 use crate::Limits;
 use crate::error::ReportError;
 use crate::model::{Detail, Event, MemEvent, NONE, Profile, SourceFormat, Track};
+use crate::sqlite_values::{self as sql, int, opt, text};
 use rlprof_profiler::record::RangeCat;
 use rusqlite::{Connection, OpenFlags};
 use rustc_hash::FxHashMap;
@@ -141,15 +145,6 @@ struct Reader<'c, 'p> {
     origin: i64,
 }
 
-fn table_exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
-    conn.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?1",
-        [name],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
-}
-
 impl<'c, 'p> Reader<'c, 'p> {
     fn new(
         conn: &'c Connection,
@@ -170,7 +165,12 @@ impl<'c, 'p> Reader<'c, 'p> {
     }
 
     fn has(&self, table: &str) -> rusqlite::Result<bool> {
-        table_exists(self.conn, table)
+        sql::has_table(self.conn, table)
+    }
+
+    /// A `SELECT` of `cols` from `table`, a column this file lacks read as NULL.
+    fn select(&self, table: &str, cols: &[&str]) -> rusqlite::Result<rusqlite::Statement<'c>> {
+        sql::select(self.conn, table, cols)
     }
 
     fn read_all(&mut self) -> Result<(), Stop> {
@@ -217,11 +217,11 @@ impl<'c, 'p> Reader<'c, 'p> {
     }
 
     fn read_strings(&mut self) -> rusqlite::Result<()> {
-        let mut st = self.conn.prepare("SELECT id, value FROM STRING_IDS")?;
+        let mut st = self.select("STRING_IDS", &["id", "value"])?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            let id: i64 = r.get(0)?;
-            let v: String = r.get::<_, Option<String>>(1)?.unwrap_or_default();
+            let Some(id) = opt(r, 0)? else { continue };
+            let v = text(r, 1)?;
             let i = self.p.intern(&v);
             self.strings.insert(id, i);
             self.text.insert(id, v);
@@ -299,13 +299,12 @@ impl<'c, 'p> Reader<'c, 'p> {
     fn api_types(&self) -> rusqlite::Result<FxHashMap<i64, String>> {
         let mut m = FxHashMap::default();
         if self.has("ENUM_API_TYPE")? {
-            let mut st = self.conn.prepare("SELECT id, name FROM ENUM_API_TYPE")?;
+            let mut st = self.select("ENUM_API_TYPE", &["id", "name"])?;
             let mut rows = st.raw_query();
             while let Some(r) = rows.next()? {
-                m.insert(
-                    r.get(0)?,
-                    r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-                );
+                if let Some(id) = opt(r, 0)? {
+                    m.insert(id, text(r, 1)?);
+                }
             }
         }
         Ok(m)
@@ -315,15 +314,14 @@ impl<'c, 'p> Reader<'c, 'p> {
     fn callchains(&self) -> rusqlite::Result<FxHashMap<i64, String>> {
         let mut m: FxHashMap<i64, Vec<(i64, String)>> = FxHashMap::default();
         if self.has("PYTORCH_CALLCHAINS")? {
-            let mut st = self
-                .conn
-                .prepare("SELECT id, stack, stackDepth FROM PYTORCH_CALLCHAINS")?;
+            let mut st = self.select("PYTORCH_CALLCHAINS", &["id", "stack", "stackDepth"])?;
             let mut rows = st.raw_query();
             while let Some(r) = rows.next()? {
-                let frame = self.text_of(r.get(1)?).unwrap_or_default();
-                m.entry(r.get(0)?)
+                let Some(id) = opt(r, 0)? else { continue };
+                let frame = self.text_of(opt(r, 1)?).unwrap_or_default();
+                m.entry(id)
                     .or_default()
-                    .push((r.get::<_, Option<i64>>(2)?.unwrap_or(0), frame));
+                    .push((opt(r, 2)?.unwrap_or(0), frame));
             }
         }
         Ok(m.into_iter()
@@ -338,22 +336,32 @@ impl<'c, 'p> Reader<'c, 'p> {
     fn read_pytorch_api(&mut self) -> Result<(), Stop> {
         let types = self.api_types()?;
         let chains = self.callchains()?;
-        let mut st = self.conn.prepare(
-            "SELECT startNs, endNs, globalTid, name, inputDtypes, inputShapes, callchainId, type \
-             FROM PYTORCH_API",
+        let mut st = self.select(
+            "PYTORCH_API",
+            &[
+                "startNs",
+                "endNs",
+                "globalTid",
+                "name",
+                "inputDtypes",
+                "inputShapes",
+                "callchainId",
+                "type",
+            ],
         )?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
             let (start, end): (i64, i64) = (int(r, 0)?, int(r, 1)?);
-            let tid: i64 = r.get::<_, Option<i64>>(2)?.unwrap_or(0);
-            let name_id: Option<i64> = r.get(3)?;
-            let ty: Option<i64> = r.get(7)?;
+            let tid: i64 = opt(r, 2)?.unwrap_or(0);
+            let name_id: Option<i64> = opt(r, 3)?;
+            let ty: Option<i64> = opt(r, 7)?;
             let name = self.name(name_id);
             let track = if self.p.str(name).starts_with("ProfilerStep#") {
                 Track::Step
             } else {
                 match ty.and_then(|t| types.get(&t)).map(String::as_str) {
-                    Some("python_function") => Track::Span,
+                    // torch_npu names the Python tracer's type `trace`.
+                    Some("trace" | "python_function") => Track::Span,
                     Some("mstx") => Track::User,
                     Some("queue") => Track::Runtime,
                     _ => Track::Op,
@@ -362,7 +370,7 @@ impl<'c, 'p> Reader<'c, 'p> {
             let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
             let mut e = self.event(start, end, name, thread, track);
             if track == Track::Op {
-                let key = (r.get(4)?, r.get(5)?, r.get(6)?);
+                let key = (opt(r, 4)?, opt(r, 5)?, opt(r, 6)?);
                 e.detail = match self.op_details.get(&key) {
                     Some(&d) => d,
                     None => {
@@ -403,11 +411,9 @@ impl<'c, 'p> Reader<'c, 'p> {
     fn read_cann_api(&mut self) -> Result<(), Stop> {
         let types = self.api_types()?;
         let launches: Vec<i64> = if self.has("COMMUNICATION_OP")? {
-            let mut st = self
-                .conn
-                .prepare("SELECT connectionId FROM COMMUNICATION_OP")?;
+            let mut st = self.select("COMMUNICATION_OP", &["connectionId"])?;
 
-            st.query_map([], |r| r.get::<_, Option<i64>>(0))?
+            st.query_map([], |r| opt(r, 0))?
                 .filter_map(|x| x.ok().flatten())
                 .collect()
         } else {
@@ -415,23 +421,31 @@ impl<'c, 'p> Reader<'c, 'p> {
         };
         let mut launches = launches;
         launches.sort_unstable();
-        let mut st = self
-            .conn
-            .prepare("SELECT startNs, endNs, type, globalTid, connectionId, name FROM CANN_API")?;
+        let mut st = self.select(
+            "CANN_API",
+            &[
+                "startNs",
+                "endNs",
+                "type",
+                "globalTid",
+                "connectionId",
+                "name",
+            ],
+        )?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            let conn: Option<i64> = r.get(4)?;
+            let conn: Option<i64> = opt(r, 4)?;
             if conn.is_some_and(|c| launches.binary_search(&c).is_ok()) {
                 continue;
             }
-            let ty: Option<i64> = r.get(2)?;
+            let ty: Option<i64> = opt(r, 2)?;
             let track = match ty.and_then(|t| types.get(&t)).map(String::as_str) {
                 Some("runtime") => Track::Runtime,
                 _ => Track::Api,
             };
-            let tid: i64 = r.get::<_, Option<i64>>(3)?.unwrap_or(0);
+            let tid: i64 = opt(r, 3)?.unwrap_or(0);
             let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
-            let name = self.name(r.get(5)?);
+            let name = self.name(opt(r, 5)?);
             let e = self.event(int(r, 0)?, int(r, 1)?, name, thread, track);
             self.push(e)?;
         }
@@ -444,15 +458,23 @@ impl<'c, 'p> Reader<'c, 'p> {
             .iter()
             .find(|(_, v)| v.as_str() == "rlprof")
             .map(|(k, _)| *k);
-        let mut st = self.conn.prepare(
-            "SELECT startNs, endNs, category, message, globalTid, domainId FROM MSTX_EVENTS",
+        let mut st = self.select(
+            "MSTX_EVENTS",
+            &[
+                "startNs",
+                "endNs",
+                "category",
+                "message",
+                "globalTid",
+                "domainId",
+            ],
         )?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            let domain: Option<i64> = r.get(5)?;
+            let domain: Option<i64> = opt(r, 5)?;
             let ours = rlprof.is_some() && domain == rlprof;
             let track = if ours {
-                match RangeCat::from_u8(r.get::<_, Option<i64>>(2)?.unwrap_or(0) as u8) {
+                match RangeCat::from_u8(opt(r, 2)?.unwrap_or(0) as u8) {
                     Some(RangeCat::Phase) => Track::Phase,
                     Some(RangeCat::RoleCall) => Track::RoleCall,
                     Some(RangeCat::Iteration) => Track::Iteration,
@@ -462,9 +484,9 @@ impl<'c, 'p> Reader<'c, 'p> {
             } else {
                 Track::User
             };
-            let tid: i64 = r.get::<_, Option<i64>>(4)?.unwrap_or(0);
+            let tid: i64 = opt(r, 4)?.unwrap_or(0);
             let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
-            let name = self.name(r.get(3)?);
+            let name = self.name(opt(r, 3)?);
             let e = self.event(int(r, 0)?, int(r, 1)?, name, thread, track);
             self.push(e)?;
         }
@@ -480,22 +502,29 @@ impl<'c, 'p> Reader<'c, 'p> {
             .map(|(k, _)| *k)
             .collect();
         let mut m = FxHashMap::default();
-        let mut st = self.conn.prepare(
-            "SELECT globalTaskId, opId, size, name, taskType, dstRank FROM COMMUNICATION_TASK_INFO",
+        let mut st = self.select(
+            "COMMUNICATION_TASK_INFO",
+            &[
+                "globalTaskId",
+                "opId",
+                "size",
+                "name",
+                "taskType",
+                "dstRank",
+            ],
         )?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            let (Some(gid), Some(op)) = (r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?)
-            else {
+            let (Some(gid), Some(op)) = (opt(r, 0)?, opt(r, 1)?) else {
                 continue;
             };
-            let size = r.get::<_, Option<i64>>(2)?.unwrap_or(0).max(0) as u64;
-            let name: Option<i64> = r.get(3)?;
-            let ty: Option<i64> = r.get(4)?;
+            let size = opt(r, 2)?.unwrap_or(0).max(0) as u64;
+            let name: Option<i64> = opt(r, 3)?;
+            let ty: Option<i64> = opt(r, 4)?;
             let wait = [name, ty]
                 .iter()
                 .any(|x| x.is_some_and(|i| wait_ids.contains(&i)));
-            let peer = r.get(5)?;
+            let peer = opt(r, 5)?;
             m.insert(
                 gid,
                 CommTaskInfo {
@@ -517,13 +546,11 @@ impl<'c, 'p> Reader<'c, 'p> {
     ) -> Result<FxHashMap<i64, CommTasks>, Stop> {
         let mut names: Vec<(i64, Option<i64>)> = Vec::new();
         if self.has("COMPUTE_TASK_INFO")? {
-            let mut st = self
-                .conn
-                .prepare("SELECT globalTaskId, name FROM COMPUTE_TASK_INFO")?;
+            let mut st = self.select("COMPUTE_TASK_INFO", &["globalTaskId", "name"])?;
             let mut rows = st.raw_query();
             while let Some(r) = rows.next()? {
-                if let Some(g) = r.get::<_, Option<i64>>(0)? {
-                    names.push((g, r.get(1)?));
+                if let Some(g) = opt(r, 0)? {
+                    names.push((g, opt(r, 1)?));
                 }
             }
         }
@@ -531,14 +558,15 @@ impl<'c, 'p> Reader<'c, 'p> {
             names.sort_by_key(|n| n.0);
         }
         let mut per_op: FxHashMap<i64, CommTasks> = FxHashMap::default();
-        let mut st = self
-            .conn
-            .prepare("SELECT startNs, endNs, globalTaskId, taskType, streamId FROM TASK")?;
+        let mut st = self.select(
+            "TASK",
+            &["startNs", "endNs", "globalTaskId", "taskType", "streamId"],
+        )?;
         let mut rows = st.raw_query();
         let mut cursor = 0usize;
         while let Some(r) = rows.next()? {
             let (start, end) = (int(r, 0)?, int(r, 1)?);
-            let gid: Option<i64> = r.get(2)?;
+            let gid: Option<i64> = opt(r, 2)?;
             if let Some(&CommTaskInfo {
                 op,
                 bytes,
@@ -568,9 +596,9 @@ impl<'c, 'p> Reader<'c, 'p> {
             });
             let name = match name_id {
                 Some(n) => self.name(n),
-                None => self.name(r.get(3)?),
+                None => self.name(opt(r, 3)?),
             };
-            let stream: i64 = r.get::<_, Option<i64>>(4)?.unwrap_or(0);
+            let stream: i64 = opt(r, 4)?.unwrap_or(0);
             let thread = self.thread(-1 - stream, || format!("stream {stream}"));
             let e = self.event(start, end, name, thread, Track::Kernel);
             self.push(e)?;
@@ -579,24 +607,24 @@ impl<'c, 'p> Reader<'c, 'p> {
     }
 
     fn read_comm_ops(&mut self, per_op: &FxHashMap<i64, CommTasks>) -> Result<(), Stop> {
-        let mut st = self
-            .conn
-            .prepare("SELECT opName, startNs, endNs, groupName, opId FROM COMMUNICATION_OP")?;
+        let mut st = self.select(
+            "COMMUNICATION_OP",
+            &["opName", "startNs", "endNs", "groupName", "opId"],
+        )?;
         let mut rows = st.raw_query();
         let rank = self.p.rank as i64;
         let thread = self.thread(i64::MIN, || "communication".into());
         while let Some(r) = rows.next()? {
-            let name = self.name(r.get(0)?);
+            let name = self.name(opt(r, 0)?);
             let mut e = self.event(int(r, 1)?, int(r, 2)?, name, thread, Track::Comm);
-            let t = r
-                .get::<_, Option<i64>>(4)?
+            let t = opt(r, 4)?
                 .and_then(|op| per_op.get(&op))
                 .copied()
                 .unwrap_or_default();
             let d = Detail {
                 bytes: Some(t.bytes),
                 wait_ns: Some(t.wait as u64),
-                group: self.text_of(r.get(3)?).filter(|g| g != "default_group"),
+                group: self.text_of(opt(r, 3)?).filter(|g| g != "default_group"),
                 peer: t.peer.filter(|&p| p != rank && p >= 0).map(|p| p as u32),
                 ..Detail::default()
             };
@@ -609,19 +637,24 @@ impl<'c, 'p> Reader<'c, 'p> {
     /// Allocations and frees from `OP_MEMORY`; without it, the totals of `MEMORY_RECORD`.
     fn read_memory(&mut self) -> rusqlite::Result<()> {
         if self.has("OP_MEMORY")? {
-            let mut st = self
-                .conn
-                .prepare("SELECT name, size, allocationTime, releaseTime FROM OP_MEMORY")?;
+            let mut st = self.select(
+                "OP_MEMORY",
+                &["name", "size", "allocationTime", "releaseTime", "deviceId"],
+            )?;
             let mut rows = st.raw_query();
             while let Some(r) = rows.next()? {
-                let op = match r.get::<_, Option<i64>>(0)? {
+                let op = match opt(r, 0)? {
                     Some(id) if self.text.get(&id).is_some_and(|s| s != "unknown") => {
                         self.name(Some(id))
                     }
                     _ => NONE,
                 };
-                let size: i64 = r.get::<_, Option<i64>>(1)?.unwrap_or(0);
-                let Some(alloc) = r.get::<_, Option<i64>>(2)? else {
+                // Host (CPU) allocations carry no device.
+                if opt(r, 4)?.is_some_and(|d| d < 0) {
+                    continue;
+                }
+                let size: i64 = opt(r, 1)?.unwrap_or(0);
+                let Some(alloc) = opt(r, 2)? else {
                     continue;
                 };
                 self.p.memory.push(MemEvent {
@@ -631,7 +664,7 @@ impl<'c, 'p> Reader<'c, 'p> {
                     op,
                     total: None,
                 });
-                if let Some(free) = r.get::<_, Option<i64>>(3)? {
+                if let Some(free) = opt(r, 3)? {
                     self.p.memory.push(MemEvent {
                         t: free - self.origin,
                         delta: -size,
@@ -646,35 +679,52 @@ impl<'c, 'p> Reader<'c, 'p> {
             }
         }
         if self.has("MEMORY_RECORD")? {
-            let mut st = self
-                .conn
-                .prepare("SELECT timestamp, totalAllocated FROM MEMORY_RECORD")?;
-            let mut rows = st.raw_query();
-            let mut prev = 0i64;
-            while let Some(r) = rows.next()? {
-                let (Some(t), Some(total)) =
-                    (r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?)
-                else {
-                    continue;
-                };
-                self.p.memory.push(MemEvent {
-                    t: t - self.origin,
-                    delta: total - prev,
-                    addr: 0,
-                    op: NONE,
-                    total: Some(total),
-                });
-                prev = total;
-            }
+            self.read_memory_record()?;
         }
+        Ok(())
+    }
+
+    /// Allocator totals from `MEMORY_RECORD`, as the text layout's `memory_record.csv` is read:
+    /// the `PTA` (torch allocator) rows when there are any, else every row, of devices only.
+    /// torch_npu interleaves `PTA`, `GE`, `PTA+GE` and `WORKSPACE` series in the table, each
+    /// a total of its own, so they are never mixed into one.
+    fn read_memory_record(&mut self) -> rusqlite::Result<()> {
+        let pta = self
+            .text
+            .iter()
+            .find(|(_, v)| v.as_str() == "PTA")
+            .map(|(k, _)| *k);
+        let mut st = self.select(
+            "MEMORY_RECORD",
+            &["timestamp", "totalAllocated", "component", "deviceId"],
+        )?;
+        let mut rows = st.raw_query();
+        let mut series: Vec<(Option<i64>, i64, i64)> = Vec::new();
+        while let Some(r) = rows.next()? {
+            let (Some(t), Some(total)) = (opt(r, 0)?, opt(r, 1)?) else {
+                continue;
+            };
+            if opt(r, 3)?.is_some_and(|d| d < 0) {
+                continue;
+            }
+            series.push((opt(r, 2)?, t - self.origin, total));
+        }
+        let has_pta = pta.is_some() && series.iter().any(|s| s.0 == pta);
+        let mut totals: Vec<(i64, i64)> = series
+            .into_iter()
+            .filter(|s| !has_pta || s.0 == pta)
+            .map(|s| (s.1, s.2))
+            .collect();
+        totals.sort_by_key(|t| t.0);
+        self.p
+            .memory
+            .extend(crate::ascend::memory_from_totals(totals));
         Ok(())
     }
 
     fn read_steps(&mut self) -> Result<(), Stop> {
         let mut steps: Vec<(i64, i64, i64)> = Vec::new();
-        let mut st = self
-            .conn
-            .prepare("SELECT id, startNs, endNs FROM STEP_TIME")?;
+        let mut st = self.select("STEP_TIME", &["id", "startNs", "endNs"])?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
             steps.push((int(r, 0)?, int(r, 1)?, int(r, 2)?));
@@ -691,18 +741,4 @@ impl<'c, 'p> Reader<'c, 'p> {
         }
         Ok(())
     }
-}
-
-/// An integer column (torch_npu declares some time columns TEXT: a text value is parsed).
-fn int(r: &rusqlite::Row, i: usize) -> rusqlite::Result<i64> {
-    use rusqlite::types::ValueRef;
-    Ok(match r.get_ref(i)? {
-        ValueRef::Integer(v) => v,
-        ValueRef::Real(v) => v as i64,
-        ValueRef::Text(t) => std::str::from_utf8(t)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0),
-        _ => 0,
-    })
 }

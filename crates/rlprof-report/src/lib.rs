@@ -28,6 +28,7 @@ mod json_reader;
 pub mod model;
 pub mod processes;
 pub mod raw_input;
+pub mod sqlite_values;
 pub mod summary;
 mod text;
 pub use html::{HtmlOptions, render_html, write_html};
