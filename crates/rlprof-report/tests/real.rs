@@ -457,6 +457,42 @@ fn kineto_2021_categories_are_read_case_insensitively() {
     assert_eq!(kind("volta_sgemm").as_deref(), Some("kernel"));
 }
 
+/// Other accelerators' kineto categories: MTIA's device events (`mtia_ccp_events`) are
+/// kernels, `*_runtime` / `*_driver` host calls (`mtia_runtime`, `xpu_runtime`,
+/// `privateuse1_driver`) are API calls.
+#[test]
+fn other_accelerators_categories_give_kernels_and_api_calls() {
+    let trace = r#"{"schemaVersion": 1, "traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 100, "dur": 100},
+      {"ph": "X", "cat": "mtia_runtime", "name": "mtiaLaunch", "pid": 1, "tid": 1, "ts": 105, "dur": 4},
+      {"ph": "X", "cat": "xpu_runtime", "name": "urEnqueueKernelLaunch", "pid": 1, "tid": 1, "ts": 110, "dur": 3},
+      {"ph": "X", "cat": "privateuse1_driver", "name": "devLaunch", "pid": 1, "tid": 1, "ts": 114, "dur": 2},
+      {"ph": "X", "cat": "mtia_ccp_events", "name": "fused_gemm", "pid": 0, "tid": 7, "ts": 120, "dur": 40},
+      {"ph": "X", "cat": "mtia_ccp_events", "name": "fused_add", "pid": 0, "tid": 7, "ts": 165, "dur": 20}
+    ]}"#;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("rank-0.json"), trace).unwrap();
+    let report = report_json(tmp.path());
+    let rank = &report["jobs"][0]["ranks"][0];
+    assert_eq!(steps_in(rank), vec![(2, 100_000)]);
+    check_device(
+        rank,
+        &expected(&[(120_000, 160_000), (165_000, 185_000)], &[], &[]),
+    );
+    let kind = |n: &str| {
+        report["top"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == n)
+            .map(|r| r["kind"].as_str().unwrap().to_string())
+    };
+    assert_eq!(kind("fused_gemm").as_deref(), Some("kernel"));
+    for api in ["mtiaLaunch", "urEnqueueKernelLaunch", "devLaunch"] {
+        assert_eq!(kind(api).as_deref(), Some("api"), "{api}");
+    }
+}
+
 /// `kernel_details.csv`: HCCL tasks are communication, `Step Id` gives the steps, a lane per
 /// stream; `memory_record.csv` gives the device memory curve; `communication.json` a table.
 #[test]

@@ -16,7 +16,8 @@ pub(crate) fn is_whole_trace(cat: Option<&str>) -> bool {
 
 /// Track of an event from its category and name. Categories are matched case-insensitively,
 /// with every kineto schema's names: current (`cpu_op`, `kernel`, `gpu_memcpy`, `cuda_runtime`,
-/// ...) and 2021's (`Operator`, `Kernel`, `Memcpy`, `Memset`, `Runtime`). `ProfilerStep#N`
+/// ...), 2021's (`Operator`, `Kernel`, `Memcpy`, `Memset`, `Runtime`), and other accelerators'
+/// (`mtia_ccp_events` kernels, `xpu_runtime` and the like). `ProfilerStep#N`
 /// is a step whatever its category (torch_npu writes it as a `cpu_op`).
 pub fn classify(cat: Option<&str>, name: &str) -> Track {
     let cat = cat.unwrap_or("");
@@ -41,9 +42,9 @@ pub fn classify(cat: Option<&str>, name: &str) -> Track {
         } else {
             Track::User
         }
-    } else if is("cuda_runtime") || is("cuda_driver") || is("runtime") || is("driver") {
+    } else if is("runtime") || is("driver") || is_runtime_category(cat) {
         Track::Api
-    } else if is("kernel") {
+    } else if is("kernel") || is("mtia_ccp_events") {
         kernel_track(name)
     } else if is("gpu_memcpy") || is("gpu_memset") || is("memcpy") || is("memset") {
         Track::Memcpy
@@ -52,6 +53,15 @@ pub fn classify(cat: Option<&str>, name: &str) -> Track {
     } else {
         Track::User
     }
+}
+
+/// Host-side runtime and driver calls of any accelerator kineto knows (`cuda_runtime`,
+/// `xpu_driver`, `mtia_runtime`, `privateuse1_runtime`, `gcu_runtime`, ...).
+fn is_runtime_category(cat: &str) -> bool {
+    let c = cat.as_bytes();
+    let ends =
+        |s: &str| c.len() > s.len() && c[c.len() - s.len()..].eq_ignore_ascii_case(s.as_bytes());
+    ends("_runtime") || ends("_driver")
 }
 
 /// A kernel: a collective by name, else a compute kernel.
@@ -82,6 +92,7 @@ pub(super) fn is_device_category(cat: &str) -> bool {
         "memcpy",
         "memset",
         "gpu_user_annotation",
+        "mtia_ccp_events",
     ]
     .iter()
     .any(|c| cat.eq_ignore_ascii_case(c))
