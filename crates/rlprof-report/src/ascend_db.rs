@@ -18,6 +18,7 @@
 //! tracer's API type `trace`, and adds columns between releases.
 
 use crate::Limits;
+use crate::device_names::{device_track, is_sync_task};
 use crate::error::ReportError;
 use crate::model::{Detail, Event, MemEvent, NONE, Profile, SourceFormat, Track};
 use crate::sqlite_values::{self as sql, int, opt, text};
@@ -116,14 +117,38 @@ struct CommTaskInfo {
     /// A `Notify_Wait` task: time spent waiting, not moving data.
     wait: bool,
     peer: Option<i64>,
+    /// The plane (`planeId`): a collective runs its tasks on several planes at once.
+    plane: i64,
 }
 
 /// A communication op's task totals.
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 struct CommTasks {
     bytes: u64,
-    wait: i64,
+    /// `Notify_Wait` time per plane that has any.
+    plane_waits: Vec<(i64, i64)>,
     peer: Option<i64>,
+}
+
+impl CommTasks {
+    /// The op's waiting time: the least over its planes. The planes run in parallel, each
+    /// waiting on its own peer, so their sum counts one wait several times (and can exceed the
+    /// op's duration); the least is the time the whole op certainly spent waiting. It is the
+    /// plane msprof-analyze's comparison takes (the one with the longest transit), and on
+    /// real torch_npu DBs it is CANN's `CommAnalyzerTime.wait_time` to within 1 us for most ops.
+    fn wait(&self) -> i64 {
+        self.plane_waits.iter().map(|w| w.1).min().unwrap_or(0)
+    }
+}
+
+/// One `OP_MEMORY` row: an allocation by an op and its release, if any (times relative to the
+/// origin; totals are the allocator's just after).
+struct OpAllocation {
+    op: u32,
+    size: i64,
+    at: i64,
+    total_at: Option<i64>,
+    release: Option<(i64, Option<i64>)>,
 }
 
 /// An op's `(inputDtypes, inputShapes, callchainId)` ids.
@@ -408,19 +433,25 @@ impl<'c, 'p> Reader<'c, 'p> {
         }
     }
 
+    /// The connection ids of the collectives (`COMMUNICATION_OP.connectionId`), sorted: the
+    /// API call that launched one, and its own record among the device tasks, repeat the
+    /// collective's time.
+    fn comm_connections(&self) -> rusqlite::Result<Vec<i64>> {
+        let mut v: Vec<i64> = Vec::new();
+        if self.has("COMMUNICATION_OP")? {
+            let mut st = self.select("COMMUNICATION_OP", &["connectionId"])?;
+            let mut rows = st.raw_query();
+            while let Some(r) = rows.next()? {
+                v.extend(opt(r, 0)?);
+            }
+        }
+        v.sort_unstable();
+        Ok(v)
+    }
+
     fn read_cann_api(&mut self) -> Result<(), Stop> {
         let types = self.api_types()?;
-        let launches: Vec<i64> = if self.has("COMMUNICATION_OP")? {
-            let mut st = self.select("COMMUNICATION_OP", &["connectionId"])?;
-
-            st.query_map([], |r| opt(r, 0))?
-                .filter_map(|x| x.ok().flatten())
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let mut launches = launches;
-        launches.sort_unstable();
+        let launches = self.comm_connections()?;
         let mut st = self.select(
             "CANN_API",
             &[
@@ -511,6 +542,7 @@ impl<'c, 'p> Reader<'c, 'p> {
                 "name",
                 "taskType",
                 "dstRank",
+                "planeId",
             ],
         )?;
         let mut rows = st.raw_query();
@@ -532,14 +564,20 @@ impl<'c, 'p> Reader<'c, 'p> {
                     bytes: size,
                     wait,
                     peer,
+                    plane: opt(r, 6)?.unwrap_or(0),
                 },
             );
         }
         Ok(m)
     }
 
-    /// Kernels from `TASK` (named by `COMPUTE_TASK_INFO`, else by the task type); the tasks of
-    /// communication ops are summed per op instead.
+    /// Device tasks from `TASK`:
+    /// - a task of a communication op (`COMMUNICATION_TASK_INFO`) is summed into its op;
+    /// - a compute task (`COMPUTE_TASK_INFO`) is a kernel (or a copy) named by its info;
+    /// - any other task is named by its task type: the collective's own record on its stream
+    ///   (launched by the op's connection id) is left out, as it repeats the op; stream
+    ///   synchronisation ([`is_sync_task`]) stays on the timeline as a user range, not device
+    ///   work; the rest go through [`device_track`] as the text layout's tasks do.
     fn read_tasks(
         &mut self,
         comm: &FxHashMap<i64, CommTaskInfo>,
@@ -557,30 +595,38 @@ impl<'c, 'p> Reader<'c, 'p> {
         if !names.is_sorted_by_key(|n| n.0) {
             names.sort_by_key(|n| n.0);
         }
+        let launches = self.comm_connections()?;
+        // (name id, task type id, from COMPUTE_TASK_INFO) -> track, decided once per pair.
+        let mut tracks: FxHashMap<(Option<i64>, Option<i64>, bool), Track> = FxHashMap::default();
         let mut per_op: FxHashMap<i64, CommTasks> = FxHashMap::default();
         let mut st = self.select(
             "TASK",
-            &["startNs", "endNs", "globalTaskId", "taskType", "streamId"],
+            &[
+                "startNs",
+                "endNs",
+                "globalTaskId",
+                "taskType",
+                "streamId",
+                "connectionId",
+            ],
         )?;
         let mut rows = st.raw_query();
         let mut cursor = 0usize;
         while let Some(r) = rows.next()? {
             let (start, end) = (int(r, 0)?, int(r, 1)?);
             let gid: Option<i64> = opt(r, 2)?;
-            if let Some(&CommTaskInfo {
-                op,
-                bytes,
-                wait,
-                peer,
-            }) = gid.and_then(|g| comm.get(&g))
-            {
-                let t = per_op.entry(op).or_default();
-                t.bytes += bytes;
-                if wait {
-                    t.wait += (end - start).max(0);
+            if let Some(c) = gid.and_then(|g| comm.get(&g)) {
+                let t = per_op.entry(c.op).or_default();
+                t.bytes += c.bytes;
+                if c.wait {
+                    let dur = (end - start).max(0);
+                    match t.plane_waits.iter_mut().find(|w| w.0 == c.plane) {
+                        Some(w) => w.1 += dur,
+                        None => t.plane_waits.push((c.plane, dur)),
+                    }
                 }
-                if peer.is_some() {
-                    t.peer = peer;
+                if c.peer.is_some() {
+                    t.peer = c.peer;
                 }
                 continue;
             }
@@ -594,16 +640,39 @@ impl<'c, 'p> Reader<'c, 'p> {
                 cursor = i + 1;
                 Some(names[i].1)
             });
-            let name = match name_id {
-                Some(n) => self.name(n),
-                None => self.name(opt(r, 3)?),
+            let ty = opt(r, 3)?;
+            if name_id.is_none() && opt(r, 5)?.is_some_and(|c| launches.binary_search(&c).is_ok()) {
+                continue;
+            }
+            let key = (name_id.flatten(), ty, name_id.is_some());
+            let track = match tracks.get(&key) {
+                Some(&t) => t,
+                None => {
+                    let t = self.task_track(key);
+                    tracks.insert(key, t);
+                    t
+                }
             };
+            let name = self.name(if name_id.is_some() { key.0 } else { ty });
             let stream: i64 = opt(r, 4)?.unwrap_or(0);
             let thread = self.thread(-1 - stream, || format!("stream {stream}"));
-            let e = self.event(start, end, name, thread, Track::Kernel);
+            let e = self.event(start, end, name, thread, track);
             self.push(e)?;
         }
         Ok(per_op)
+    }
+
+    /// The track of a device task from its name and task type ids.
+    fn task_track(&self, (name, ty, compute): (Option<i64>, Option<i64>, bool)) -> Track {
+        let text = |id: Option<i64>| id.and_then(|i| self.text.get(&i)).map(String::as_str);
+        let ty = text(ty);
+        if compute {
+            device_track(text(name).unwrap_or(""), ty)
+        } else if ty.is_some_and(is_sync_task) {
+            Track::User
+        } else {
+            device_track(ty.unwrap_or(""), ty)
+        }
     }
 
     fn read_comm_ops(&mut self, per_op: &FxHashMap<i64, CommTasks>) -> Result<(), Stop> {
@@ -619,11 +688,11 @@ impl<'c, 'p> Reader<'c, 'p> {
             let mut e = self.event(int(r, 1)?, int(r, 2)?, name, thread, Track::Comm);
             let t = opt(r, 4)?
                 .and_then(|op| per_op.get(&op))
-                .copied()
+                .cloned()
                 .unwrap_or_default();
             let d = Detail {
                 bytes: Some(t.bytes),
-                wait_ns: Some(t.wait as u64),
+                wait_ns: Some(t.wait() as u64),
                 group: self.text_of(opt(r, 3)?).filter(|g| g != "default_group"),
                 peer: t.peer.filter(|&p| p != rank && p >= 0).map(|p| p as u32),
                 ..Detail::default()
@@ -634,61 +703,115 @@ impl<'c, 'p> Reader<'c, 'p> {
         Ok(())
     }
 
-    /// Allocations and frees from `OP_MEMORY`; without it, the totals of `MEMORY_RECORD`.
+    /// Device memory. With `MEMORY_RECORD`, the curve is its `PTA` series, as the text
+    /// layout's `memory_record.csv` is read (the allocator's own totals, so the peak counts
+    /// what was allocated before the profile began); each point that is an allocation or a
+    /// release of `OP_MEMORY` (same time, same total) takes that row's op, so the report can
+    /// say what was live at the peak. Without it, `OP_MEMORY`'s allocations and releases alone.
     fn read_memory(&mut self) -> rusqlite::Result<()> {
-        if self.has("OP_MEMORY")? {
-            let mut st = self.select(
-                "OP_MEMORY",
-                &["name", "size", "allocationTime", "releaseTime", "deviceId"],
-            )?;
-            let mut rows = st.raw_query();
-            while let Some(r) = rows.next()? {
-                let op = match opt(r, 0)? {
-                    Some(id) if self.text.get(&id).is_some_and(|s| s != "unknown") => {
-                        self.name(Some(id))
-                    }
-                    _ => NONE,
-                };
-                // Host (CPU) allocations carry no device.
-                if opt(r, 4)?.is_some_and(|d| d < 0) {
-                    continue;
-                }
-                let size: i64 = opt(r, 1)?.unwrap_or(0);
-                let Some(alloc) = opt(r, 2)? else {
-                    continue;
-                };
-                self.p.memory.push(MemEvent {
-                    t: alloc - self.origin,
-                    delta: size,
-                    addr: 0,
-                    op,
+        let allocations = if self.has("OP_MEMORY")? {
+            self.read_op_memory()?
+        } else {
+            Vec::new()
+        };
+        let totals = if self.has("MEMORY_RECORD")? {
+            self.read_memory_record()?
+        } else {
+            Vec::new()
+        };
+        if totals.is_empty() {
+            for (i, a) in allocations.iter().enumerate() {
+                let addr = i as u64 + 1;
+                let ev = |t, delta| MemEvent {
+                    t,
+                    delta,
+                    addr,
+                    op: a.op,
                     total: None,
-                });
-                if let Some(free) = opt(r, 3)? {
-                    self.p.memory.push(MemEvent {
-                        t: free - self.origin,
-                        delta: -size,
-                        addr: 0,
-                        op,
-                        total: None,
-                    });
+                };
+                self.p.memory.push(ev(a.at, a.size));
+                if let Some((t, _)) = a.release {
+                    self.p.memory.push(ev(t, -a.size));
                 }
             }
-            if !self.p.memory.is_empty() {
-                return Ok(());
+            return Ok(());
+        }
+        let mut allocs: FxHashMap<(i64, i64), (u64, u32)> = FxHashMap::default();
+        let mut releases: FxHashMap<(i64, i64), u64> = FxHashMap::default();
+        for (i, a) in allocations.iter().enumerate() {
+            let addr = i as u64 + 1;
+            if let Some(total) = a.total_at {
+                allocs.insert((a.at, total), (addr, a.op));
+            }
+            if let Some((t, Some(total))) = a.release {
+                releases.insert((t, total), addr);
             }
         }
-        if self.has("MEMORY_RECORD")? {
-            self.read_memory_record()?;
+        let mut events = crate::ascend::memory_from_totals(totals);
+        for m in &mut events {
+            let key = (m.t, m.total.unwrap_or(0));
+            if m.delta >= 0 {
+                if let Some(&(addr, op)) = allocs.get(&key) {
+                    (m.addr, m.op) = (addr, op);
+                }
+            } else if let Some(&addr) = releases.get(&key) {
+                m.addr = addr;
+            }
         }
+        self.p.memory.extend(events);
         Ok(())
     }
 
-    /// Allocator totals from `MEMORY_RECORD`, as the text layout's `memory_record.csv` is read:
-    /// the `PTA` (torch allocator) rows when there are any, else every row, of devices only.
-    /// torch_npu interleaves `PTA`, `GE`, `PTA+GE` and `WORKSPACE` series in the table, each
-    /// a total of its own, so they are never mixed into one.
-    fn read_memory_record(&mut self) -> rusqlite::Result<()> {
+    /// `OP_MEMORY` rows of device memory, times relative to the origin.
+    fn read_op_memory(&mut self) -> rusqlite::Result<Vec<OpAllocation>> {
+        let mut st = self.select(
+            "OP_MEMORY",
+            &[
+                "name",
+                "size",
+                "allocationTime",
+                "releaseTime",
+                "deviceId",
+                "allocationTotalAllocated",
+                "releaseTotalAllocated",
+            ],
+        )?;
+        let mut rows = st.raw_query();
+        let mut v = Vec::new();
+        while let Some(r) = rows.next()? {
+            // Host (CPU) allocations carry no device.
+            if opt(r, 4)?.is_some_and(|d| d < 0) {
+                continue;
+            }
+            let Some(at) = opt(r, 2)? else {
+                continue;
+            };
+            let op = match opt(r, 0)? {
+                Some(id) if self.text.get(&id).is_some_and(|s| s != "unknown") => {
+                    self.name(Some(id))
+                }
+                _ => NONE,
+            };
+            let release = match opt(r, 3)? {
+                Some(t) => Some((t - self.origin, opt(r, 6)?)),
+                None => None,
+            };
+            v.push(OpAllocation {
+                op,
+                size: opt(r, 1)?.unwrap_or(0),
+                at: at - self.origin,
+                total_at: opt(r, 5)?,
+                release,
+            });
+        }
+        Ok(v)
+    }
+
+    /// Allocator totals `(t, bytes)` from `MEMORY_RECORD`, in time order, as the text layout's
+    /// `memory_record.csv` is read: the `PTA` (torch allocator) rows when there are any, else
+    /// every row, of devices only. torch_npu interleaves `PTA`, `GE`, `PTA+GE` and `WORKSPACE`
+    /// series in the table, each a total of its own, so they are never mixed into one.
+    fn read_memory_record(&mut self) -> rusqlite::Result<Vec<(i64, i64)>> {
         let pta = self
             .text
             .iter()
@@ -716,10 +839,7 @@ impl<'c, 'p> Reader<'c, 'p> {
             .map(|s| (s.1, s.2))
             .collect();
         totals.sort_by_key(|t| t.0);
-        self.p
-            .memory
-            .extend(crate::ascend::memory_from_totals(totals));
-        Ok(())
+        Ok(totals)
     }
 
     fn read_steps(&mut self) -> Result<(), Stop> {

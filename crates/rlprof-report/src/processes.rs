@@ -3,7 +3,8 @@
 //!
 //! torch_npu's `trace_view.json` (read as MindStudio Insight and msprof-analyze read it):
 //! - `Ascend Hardware`: device tasks, one thread per stream: compute kernels, HCCL tasks
-//!   (`hcom_*`) and copies ([`crate::device_names::device_track`] decides which);
+//!   (`hcom_*`) and copies ([`crate::device_names::device_track`] decides which); stream
+//!   synchronisation tasks (`EVENT_WAIT`, ...) stay as user ranges, not device work;
 //! - `Communication` / `HCCL`: collectives; threads named `Plane *` hold their sub-tasks (which
 //!   repeat the collective's time), so only the other threads count as communication;
 //! - `CANN`: the runtime API layer (`AscendCL@...`);
@@ -31,7 +32,13 @@ pub fn apply<'n>(
     for e in events.iter_mut() {
         let name = names.get(e.name as usize).map(String::as_str).unwrap_or("");
         match process(e.thread) {
-            "Ascend Hardware" => e.track = crate::device_names::device_track(name, None),
+            "Ascend Hardware" => {
+                e.track = if crate::device_names::is_sync_task(name) {
+                    Track::User
+                } else {
+                    crate::device_names::device_track(name, None)
+                }
+            }
             "Communication" | "HCCL" => {
                 e.track = if thread(e.thread).starts_with("Plane") {
                     Track::User

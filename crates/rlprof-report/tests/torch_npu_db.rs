@@ -1,8 +1,11 @@
-//! A profiler DB laid out as torch_npu 2.6 and CANN write it, not as rlprof does: the column
-//! types torch_npu declares (`PYTORCH_API` times as TEXT), its API type names (`trace` for the
-//! Python tracer), `MEMORY_RECORD` with its interleaved `PTA` / `GE` / `PTA+GE` / `WORKSPACE`
-//! series, and an older schema that lacks columns. Each figure is checked against the rows
-//! the test wrote.
+//! A profiler DB laid out as torch_npu 2.6 and CANN write it, not as rlprof does, with what
+//! real torch_npu DBs hold (MindStudio Insight's test data, `test/data/pytorch/db/level*`):
+//! the column types torch_npu declares (`PYTORCH_API` times as TEXT), its API type names
+//! (`trace` for the Python tracer), a collective's own `AI_CORE` record on the HCCL stream
+//! (launched by the op's connection id), a compute stream's `EVENT_WAIT` for the collective,
+//! `Notify_Wait` tasks on several planes, `MEMORY_RECORD` with its interleaved `PTA` / `GE` /
+//! `PTA+GE` / `WORKSPACE` series and `OP_MEMORY` rows whose totals match it, and an older
+//! schema that lacks columns. Each figure is checked against the rows the test wrote.
 
 use rlprof_report::model::{Loaded, Track};
 use rlprof_report::summary::StepId;
@@ -29,6 +32,9 @@ const STRINGS: &[(i64, &str)] = &[
     (12, "WORKSPACE"),
     (13, "group_a"),
     (14, "KERNEL_AICORE"),
+    (15, "AI_CORE"),
+    (16, "EVENT_WAIT"),
+    (17, "aten::empty_strided"),
 ];
 
 /// `MEMORY_RECORD` rows: (component, time offset, total allocated). Each component is a total
@@ -40,6 +46,18 @@ const MEMORY: &[(i64, i64, i64)] = &[
     (9, 2_000, 300),
     (12, 2_500, 9_999),
     (9, 3_000, 50),
+];
+
+/// (op, size, allocation time, total after it, release time and total after).
+type OpMemoryRow = (i64, i64, i64, i64, Option<(i64, i64)>);
+
+/// `OP_MEMORY` rows: (op, size, allocation time, total after it, release time, total after).
+/// The first two are the PTA series' allocation at +1 us and +2 us; the GE op's totals are
+/// GE's.
+const OP_MEMORY: &[OpMemoryRow] = &[
+    (17, 100, 1_000, 100, Some((3_000, 50))),
+    (2, 200, 2_000, 300, None),
+    (5, 5_000, 1_500, 5_000, None),
 ];
 
 fn make_db(path: &Path, legacy: bool) {
@@ -72,7 +90,13 @@ fn make_db(path: &Path, legacy: bool) {
              size INTEGER, dataType INTEGER, linkType INTEGER, opId INTEGER);
          CREATE TABLE MEMORY_RECORD (component INTEGER, timestamp INTEGER,
              totalAllocated INTEGER, totalReserved INTEGER, totalActive INTEGER,
-             streamPtr INTEGER{mem_extra});"
+             streamPtr INTEGER{mem_extra});
+         CREATE TABLE OP_MEMORY (name INTEGER, size INTEGER, allocationTime INTEGER,
+             releaseTime INTEGER, activeReleaseTime INTEGER, duration INTEGER,
+             activeDuration INTEGER, allocationTotalAllocated INTEGER,
+             allocationTotalReserved INTEGER, allocationTotalActive INTEGER,
+             releaseTotalAllocated INTEGER, releaseTotalReserved INTEGER,
+             releaseTotalActive INTEGER, streamPtr INTEGER, deviceId INTEGER);"
     ))
     .unwrap();
     for (id, v) in STRINGS {
@@ -119,15 +143,22 @@ fn make_db(path: &Path, legacy: bool) {
         }
         .unwrap();
     }
-    // A compute kernel (10 us) and the two tasks of one all-reduce: a 2 us wait, an 8 us copy.
-    for (s, e, gid) in [
-        (30_000, 40_000, 100),
-        (50_000, 52_000, 200),
-        (52_000, 60_000, 201),
-    ] {
+    // (start, end, globalTaskId, task type, stream, connection id): a compute kernel (10 us) on
+    // stream 2; the all-reduce's tasks on stream 4 (plane 0: an 8 us copy; planes 1 and 2: a
+    // 2 us and a 5 us wait); the all-reduce's own AI_CORE record on stream 4, launched by its
+    // connection id 77; stream 2 waiting for it (EVENT_WAIT).
+    let tasks: [(i64, i64, i64, i64, i64, Option<i64>); 6] = [
+        (30_000, 40_000, 100, 14, 2, Some(5)),
+        (52_000, 60_000, 201, 14, 4, None),
+        (50_000, 52_000, 200, 14, 4, None),
+        (50_000, 55_000, 202, 14, 4, None),
+        (50_000, 60_000, 300, 15, 4, Some(77)),
+        (45_000, 60_000, 301, 16, 2, Some(78)),
+    ];
+    for (s, e, gid, ty, stream, conn) in tasks {
         c.execute(
-            "INSERT INTO TASK VALUES (?1, ?2, 0, NULL, ?3, 1, 14, 0, 2, ?3, 0)",
-            params![T0 + s, T0 + e, gid],
+            "INSERT INTO TASK VALUES (?1, ?2, 0, ?3, ?4, 1, ?5, 0, ?6, ?4, 0)",
+            params![T0 + s, T0 + e, conn, gid, ty, stream],
         )
         .unwrap();
     }
@@ -137,15 +168,16 @@ fn make_db(path: &Path, legacy: bool) {
     )
     .unwrap();
     c.execute(
-        "INSERT INTO COMMUNICATION_OP VALUES (6, ?1, ?2, NULL, 13, 1, 0, 0, 0, 0, 262144, 0)",
+        "INSERT INTO COMMUNICATION_OP VALUES (6, ?1, ?2, 77, 13, 1, 0, 0, 0, 0, 262144, 0)",
         params![T0 + 50_000, T0 + 60_000],
     )
     .unwrap();
-    for (name, gid, size) in [(7, 200, 0), (8, 201, 1_048_576)] {
+    // As torch_npu writes them: `name` is the op's name, `taskType` the task's.
+    for (ty, gid, plane, size) in [(7, 200, 1, 0), (8, 201, 0, 1_048_576), (7, 202, 2, 0)] {
         c.execute(
             "INSERT INTO COMMUNICATION_TASK_INFO VALUES \
-             (?1, ?2, 0, 0, 13, 0, 0, 0, 1, 0, ?3, 0, 0, 1)",
-            params![name, gid, size],
+             (6, ?1, ?2, ?3, 13, 0, 0, 0, 1, 0, ?4, 0, 0, 1)",
+            params![gid, ty, plane, size],
         )
         .unwrap();
     }
@@ -161,6 +193,15 @@ fn make_db(path: &Path, legacy: bool) {
                 params![comp, T0 + t, total],
             )
         }
+        .unwrap();
+    }
+    for &(name, size, at, total, release) in OP_MEMORY {
+        let (rt, rtotal) = release.map_or((None, None), |(t, x)| (Some(T0 + t), Some(x)));
+        c.execute(
+            "INSERT INTO OP_MEMORY VALUES (?1, ?2, ?3, ?4, ?4, NULL, NULL, ?5, 0, 0, ?6, 0, 0, \
+             NULL, 0)",
+            params![name, size, T0 + at, rt, total, rtotal],
+        )
         .unwrap();
     }
 }
@@ -209,10 +250,19 @@ fn a_torch_npu_db_gives_the_figures_of_its_rows() {
     assert_eq!(steps, [(StepId::Number(3), Some(100_000))]);
 
     // Device figures: the kernel, and the all-reduce as one communication op of 10 us with its
-    // tasks' bytes and its Notify_Wait time.
+    // tasks' bytes and the least Notify_Wait time of its planes (2 us, not 2 + 5). Neither the
+    // collective's own AI_CORE record nor the compute stream's EVENT_WAIT is a kernel.
     assert_eq!(rank.device.kernel_ns, 10_000);
     assert_eq!(rank.device.comm_ns, 10_000);
     assert_eq!(rank.device.busy_ns, 20_000);
+    assert_eq!(op(&r, Track::Kernel, "AI_CORE"), None);
+    assert_eq!(op(&r, Track::Kernel, "EVENT_WAIT"), None);
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.track == Track::User && p.str(e.name) == "EVENT_WAIT"),
+        "the wait stays on the timeline"
+    );
     let c = r
         .comm
         .iter()
@@ -234,6 +284,10 @@ fn a_torch_npu_db_gives_the_figures_of_its_rows() {
     assert_eq!(m.peak_bytes, peak);
     assert_eq!(m.peak_since_start_ns, peak_t);
     assert_eq!(m.final_bytes, pta.last().unwrap().1);
+    // What was live at the peak, from OP_MEMORY rows matching the series: the empty_strided
+    // block (allocated at +1 us, released at +3 us) and the matmul's.
+    let live: Vec<(&str, i64)> = m.at_peak.iter().map(|o| (o.op.as_str(), o.bytes)).collect();
+    assert_eq!(live, [("aten::matmul", 200), ("aten::empty_strided", 100)]);
 }
 
 #[test]
