@@ -36,3 +36,75 @@ pub fn slowest(figures: impl IntoIterator<Item = (u32, f64)>) -> Option<(u32, f6
     }
     best.filter(|_| n > 1)
 }
+
+/// Ascend stream synchronisation and bookkeeping tasks (`EVENT_WAIT`, `EVENT_RECORD`,
+/// `NOTIFY_WAIT`, `PROFILING_ENABLE`, ...): a stream waiting or signalling, not device work. A
+/// compute stream's `EVENT_WAIT` can last as long as the collective it waits for, so counting
+/// it as a kernel would make the device look busy while it idles; msprof's own overlap
+/// analysis (`StepTraceTime.computing`) leaves them out too.
+///
+/// ```
+/// use rlprof_profiler::metrics::is_sync_task;
+/// assert!(is_sync_task("EVENT_WAIT"));
+/// assert!(!is_sync_task("AI_CORE"));
+/// ```
+pub fn is_sync_task(task_type: &str) -> bool {
+    const SYNC: [&str; 12] = [
+        "EVENT_WAIT",
+        "EVENT_RECORD",
+        "EVENT_RESET",
+        "NOTIFY_WAIT",
+        "NOTIFY_RECORD",
+        "NOTIFY WAIT",
+        "NOTIFY RECORD",
+        "CAPTURE_WAIT",
+        "CAPTURE_RECORD",
+        "PROFILING_ENABLE",
+        "PROFILING_DISABLE",
+        "WRITE VALUE",
+    ];
+    let t = task_type.trim();
+    SYNC.iter().any(|s| t.eq_ignore_ascii_case(s))
+}
+
+/// A collective's waiting time from its `Notify_Wait` time per plane (`(plane, ns)`): the least
+/// over the planes. A collective runs its tasks on several planes at once, each waiting on its
+/// own peer, so their sum counts one wait several times (and can exceed the op's duration); the
+/// least is what the whole op certainly spent waiting. It is the plane msprof-analyze's
+/// comparison takes (the one with the longest transit), and on real torch_npu DBs it matches
+/// CANN's `CommAnalyzerTime.wait_time` to within 1 us for most ops. 0 without any wait task.
+///
+/// ```
+/// use rlprof_profiler::metrics::collective_wait;
+/// assert_eq!(collective_wait(&[(1, 2_000), (2, 5_000)]), 2_000);
+/// assert_eq!(collective_wait(&[]), 0);
+/// ```
+pub fn collective_wait(plane_waits: &[(i64, u64)]) -> u64 {
+    plane_waits.iter().map(|w| w.1).min().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_synchronisation_is_not_device_work() {
+        for t in [
+            "EVENT_WAIT",
+            "event_record",
+            "Notify Wait",
+            " PROFILING_ENABLE ",
+        ] {
+            assert!(is_sync_task(t), "{t}");
+        }
+        for t in [
+            "AI_CORE",
+            "KERNEL_AIVEC",
+            "MEMCPY_ASYNC",
+            "EVENT_WAITER",
+            "",
+        ] {
+            assert!(!is_sync_task(t), "{t}");
+        }
+    }
+}

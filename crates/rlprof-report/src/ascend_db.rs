@@ -126,18 +126,14 @@ struct CommTaskInfo {
 struct CommTasks {
     bytes: u64,
     /// `Notify_Wait` time per plane that has any.
-    plane_waits: Vec<(i64, i64)>,
+    plane_waits: Vec<(i64, u64)>,
     peer: Option<i64>,
 }
 
 impl CommTasks {
-    /// The op's waiting time: the least over its planes. The planes run in parallel, each
-    /// waiting on its own peer, so their sum counts one wait several times (and can exceed the
-    /// op's duration); the least is the time the whole op certainly spent waiting. It is the
-    /// plane msprof-analyze's comparison takes (the one with the longest transit), and on
-    /// real torch_npu DBs it is CANN's `CommAnalyzerTime.wait_time` to within 1 us for most ops.
-    fn wait(&self) -> i64 {
-        self.plane_waits.iter().map(|w| w.1).min().unwrap_or(0)
+    /// The op's waiting time ([`rlprof_profiler::metrics::collective_wait`]).
+    fn wait(&self) -> u64 {
+        rlprof_profiler::metrics::collective_wait(&self.plane_waits)
     }
 }
 
@@ -577,7 +573,8 @@ impl<'c, 'p> Reader<'c, 'p> {
     /// - any other task is named by its task type: the collective's own record on its stream
     ///   (launched by the op's connection id) is left out, as it repeats the op; stream
     ///   synchronisation ([`is_sync_task`]) stays on the timeline as a user range, not device
-    ///   work; the rest go through [`device_track`] as the text layout's tasks do.
+    ///   work; the rest go through [`device_track`] as the text layout's tasks do
+    ///   ([`Self::task_track`]).
     fn read_tasks(
         &mut self,
         comm: &FxHashMap<i64, CommTaskInfo>,
@@ -619,7 +616,7 @@ impl<'c, 'p> Reader<'c, 'p> {
                 let t = per_op.entry(c.op).or_default();
                 t.bytes += c.bytes;
                 if c.wait {
-                    let dur = (end - start).max(0);
+                    let dur = (end - start).max(0) as u64;
                     match t.plane_waits.iter_mut().find(|w| w.0 == c.plane) {
                         Some(w) => w.1 += dur,
                         None => t.plane_waits.push((c.plane, dur)),
@@ -648,7 +645,7 @@ impl<'c, 'p> Reader<'c, 'p> {
             let track = match tracks.get(&key) {
                 Some(&t) => t,
                 None => {
-                    let t = self.task_track(key);
+                    let t = self.task_track(key, !names.is_empty());
                     tracks.insert(key, t);
                     t
                 }
@@ -662,16 +659,27 @@ impl<'c, 'p> Reader<'c, 'p> {
         Ok(per_op)
     }
 
-    /// The track of a device task from its name and task type ids.
-    fn task_track(&self, (name, ty, compute): (Option<i64>, Option<i64>, bool)) -> Track {
+    /// The track of a device task from its name and task type ids, and whether it has a
+    /// `COMPUTE_TASK_INFO` row (`compute`) in a DB that has any (`infos`). Where the DB has
+    /// compute infos, a task without one is not a kernel (copies stay copies): msprof's overlap
+    /// analysis counts only those tasks as computing, and so do `analyse --cluster` and this
+    /// report, so the three agree.
+    fn task_track(
+        &self,
+        (name, ty, compute): (Option<i64>, Option<i64>, bool),
+        infos: bool,
+    ) -> Track {
         let text = |id: Option<i64>| id.and_then(|i| self.text.get(&i)).map(String::as_str);
         let ty = text(ty);
         if compute {
-            device_track(text(name).unwrap_or(""), ty)
-        } else if ty.is_some_and(is_sync_task) {
-            Track::User
-        } else {
-            device_track(ty.unwrap_or(""), ty)
+            return device_track(text(name).unwrap_or(""), ty);
+        }
+        if ty.is_some_and(is_sync_task) {
+            return Track::User;
+        }
+        match device_track(ty.unwrap_or(""), ty) {
+            Track::Kernel if infos => Track::User,
+            t => t,
         }
     }
 
@@ -692,7 +700,7 @@ impl<'c, 'p> Reader<'c, 'p> {
                 .unwrap_or_default();
             let d = Detail {
                 bytes: Some(t.bytes),
-                wait_ns: Some(t.wait() as u64),
+                wait_ns: Some(t.wait()),
                 group: self.text_of(opt(r, 3)?).filter(|g| g != "default_group"),
                 peer: t.peer.filter(|&p| p != rank && p >= 0).map(|p| p as u32),
                 ..Detail::default()

@@ -18,29 +18,7 @@ pub fn is_comm_name(name: &str) -> bool {
         || b.windows(9).any(|w| w.eq_ignore_ascii_case(b"allreduce"))
 }
 
-/// Ascend stream synchronisation and bookkeeping tasks (`EVENT_WAIT`, `EVENT_RECORD`,
-/// `NOTIFY_WAIT`, `PROFILING_ENABLE`, ...): a stream waiting or signalling, not device work. A
-/// compute stream's `EVENT_WAIT` can last as long as the collective it waits for, so counting
-/// it as a kernel would make the device look busy while it idles; msprof's own overlap
-/// analysis (`StepTraceTime.computing`) leaves them out too.
-pub fn is_sync_task(task_type: &str) -> bool {
-    const SYNC: [&str; 12] = [
-        "EVENT_WAIT",
-        "EVENT_RECORD",
-        "EVENT_RESET",
-        "NOTIFY_WAIT",
-        "NOTIFY_RECORD",
-        "NOTIFY WAIT",
-        "NOTIFY RECORD",
-        "CAPTURE_WAIT",
-        "CAPTURE_RECORD",
-        "PROFILING_ENABLE",
-        "PROFILING_DISABLE",
-        "WRITE VALUE",
-    ];
-    let t = task_type.trim();
-    SYNC.iter().any(|s| t.eq_ignore_ascii_case(s))
-}
+pub use rlprof_profiler::metrics::is_sync_task;
 
 /// The track of an Ascend device task from its name and, when known, its task type /
 /// accelerator core (`AI_CORE`, `AI_VECTOR_CORE`, `HCCL`, `COMMUNICATION`, `MEMCPY_ASYNC`, ...):
@@ -63,31 +41,5 @@ pub fn device_track(name: &str, task_type: Option<&str>) -> Track {
         Track::Memcpy
     } else {
         Track::Kernel
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stream_synchronisation_is_not_device_work() {
-        for t in [
-            "EVENT_WAIT",
-            "event_record",
-            "Notify Wait",
-            " PROFILING_ENABLE ",
-        ] {
-            assert!(is_sync_task(t), "{t}");
-        }
-        for t in [
-            "AI_CORE",
-            "KERNEL_AIVEC",
-            "MEMCPY_ASYNC",
-            "EVENT_WAITER",
-            "",
-        ] {
-            assert!(!is_sync_task(t), "{t}");
-        }
     }
 }

@@ -35,6 +35,7 @@ const STRINGS: &[(i64, &str)] = &[
     (15, "AI_CORE"),
     (16, "EVENT_WAIT"),
     (17, "aten::empty_strided"),
+    (18, "MEMCPY_ASYNC"),
 ];
 
 /// `MEMORY_RECORD` rows: (component, time offset, total allocated). Each component is a total
@@ -91,6 +92,7 @@ fn make_db(path: &Path, legacy: bool) {
          CREATE TABLE MEMORY_RECORD (component INTEGER, timestamp INTEGER,
              totalAllocated INTEGER, totalReserved INTEGER, totalActive INTEGER,
              streamPtr INTEGER{mem_extra});
+         CREATE TABLE STEP_TIME (id INTEGER, startNs INTEGER, endNs INTEGER);
          CREATE TABLE OP_MEMORY (name INTEGER, size INTEGER, allocationTime INTEGER,
              releaseTime INTEGER, activeReleaseTime INTEGER, duration INTEGER,
              activeDuration INTEGER, allocationTotalAllocated INTEGER,
@@ -119,6 +121,11 @@ fn make_db(path: &Path, legacy: bool) {
     .unwrap();
     c.execute("INSERT INTO RANK_DEVICE_MAP VALUES (0, 0)", [])
         .unwrap();
+    c.execute(
+        "INSERT INTO STEP_TIME VALUES (3, ?1, ?2)",
+        params![T0, T0 + 100_000],
+    )
+    .unwrap();
     // (start, end, name, type): the step, an op, a Python function, a task-queue entry.
     let api: [(i64, i64, i64, i64); 4] = [
         (0, 100_000, 1, 50001),
@@ -146,14 +153,17 @@ fn make_db(path: &Path, legacy: bool) {
     // (start, end, globalTaskId, task type, stream, connection id): a compute kernel (10 us) on
     // stream 2; the all-reduce's tasks on stream 4 (plane 0: an 8 us copy; planes 1 and 2: a
     // 2 us and a 5 us wait); the all-reduce's own AI_CORE record on stream 4, launched by its
-    // connection id 77; stream 2 waiting for it (EVENT_WAIT).
-    let tasks: [(i64, i64, i64, i64, i64, Option<i64>); 6] = [
+    // connection id 77; stream 2 waiting for it (EVENT_WAIT); on stream 2, a kernel without a
+    // compute info (msprof does not count it as computing) and a 1 us copy.
+    let tasks: [(i64, i64, i64, i64, i64, Option<i64>); 8] = [
         (30_000, 40_000, 100, 14, 2, Some(5)),
         (52_000, 60_000, 201, 14, 4, None),
         (50_000, 52_000, 200, 14, 4, None),
         (50_000, 55_000, 202, 14, 4, None),
         (50_000, 60_000, 300, 15, 4, Some(77)),
         (45_000, 60_000, 301, 16, 2, Some(78)),
+        (61_000, 62_000, 400, 14, 2, Some(79)),
+        (62_000, 63_000, 401, 18, 2, Some(80)),
     ];
     for (s, e, gid, ty, stream, conn) in tasks {
         c.execute(
@@ -249,12 +259,15 @@ fn a_torch_npu_db_gives_the_figures_of_its_rows() {
         .collect();
     assert_eq!(steps, [(StepId::Number(3), Some(100_000))]);
 
-    // Device figures: the kernel, and the all-reduce as one communication op of 10 us with its
-    // tasks' bytes and the least Notify_Wait time of its planes (2 us, not 2 + 5). Neither the
-    // collective's own AI_CORE record nor the compute stream's EVENT_WAIT is a kernel.
+    // Device figures: the kernel, the copy, and the all-reduce as one communication op of 10 us
+    // with its tasks' bytes and the least Notify_Wait time of its planes (2 us, not 2 + 5).
+    // Neither the collective's own AI_CORE record, nor the compute stream's EVENT_WAIT, nor the
+    // kernel without a compute info is a kernel.
     assert_eq!(rank.device.kernel_ns, 10_000);
     assert_eq!(rank.device.comm_ns, 10_000);
-    assert_eq!(rank.device.busy_ns, 20_000);
+    assert_eq!(rank.device.memcpy_ns, 1_000);
+    assert_eq!(rank.device.busy_ns, 21_000);
+    assert_eq!(op(&r, Track::Kernel, "KERNEL_AICORE"), None);
     assert_eq!(op(&r, Track::Kernel, "AI_CORE"), None);
     assert_eq!(op(&r, Track::Kernel, "EVENT_WAIT"), None);
     assert!(
@@ -301,4 +314,29 @@ fn an_older_schema_without_some_columns_still_loads() {
     assert_eq!(r.jobs[0].ranks[0].device.comm_ns, 10_000);
     assert_eq!(r.memory[0].peak_bytes, 300);
     assert!(p.events.iter().any(|e| e.track == Track::Step));
+}
+
+/// `analyse --cluster` reads the same DB with the same rules: computing is the compute tasks
+/// (the report's kernel time), the collective's wait the least of its planes'.
+#[test]
+fn the_cluster_analysis_gives_the_same_figures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp
+        .path()
+        .join("rank0_ascend_pt")
+        .join("ASCEND_PROFILER_OUTPUT");
+    std::fs::create_dir_all(&out).unwrap();
+    make_db(&out.join("ascend_pytorch_profiler_0.db"), false);
+    let c = rlprof_export::cluster::analyse_cluster(tmp.path()).unwrap();
+    assert_eq!(c.steps.len(), 1);
+    let s = &c.steps[0];
+    assert_eq!((s.rank, s.step), (0, 3));
+    assert_eq!(s.computing_ms, 0.010);
+    assert_eq!(s.communication_ms, 0.010);
+    assert_eq!(s.overlapped_ms, 0.0);
+    assert_eq!(s.wait_ms, 0.002);
+    let report = summarise(&load(tmp.path(), &Default::default()).unwrap());
+    let d = &report.jobs[0].ranks[0].device;
+    assert_eq!(d.kernel_ns as f64 / 1e6, s.computing_ms);
+    assert_eq!(d.comm_ns as f64 / 1e6, s.communication_ms);
 }

@@ -6,6 +6,7 @@
 use super::schema::RLPROF_DOMAIN;
 use crate::ExportError;
 use crate::decode::StepSpan;
+use rlprof_profiler::metrics;
 use rlprof_profiler::record::RangeCat;
 use rusqlite::{Connection, OpenFlags};
 use std::collections::HashMap;
@@ -45,6 +46,15 @@ pub struct DbRank {
     pub comms: Vec<DbComm>,
     /// Role calls `(name, start, end)` (rlprof's own marker ranges).
     pub role_calls: Vec<(String, u64, u64)>,
+}
+
+/// A communication op's task totals.
+#[derive(Debug, Default, Clone)]
+struct OpTasks {
+    bytes: u64,
+    /// `Notify_Wait` ns per plane that has any.
+    plane_waits: Vec<(i64, u64)>,
+    peer: Option<i64>,
 }
 
 fn has(conn: &Connection, t: &str) -> rusqlite::Result<bool> {
@@ -165,11 +175,13 @@ fn read_inner(path: &Path) -> rusqlite::Result<DbRank> {
         }
         d.steps.sort_by_key(|s| s.start);
     }
-    // Communication tasks: globalTaskId -> (opId, bytes, a wait, peer).
-    let mut tasks: HashMap<i64, (i64, u64, bool, Option<i64>)> = HashMap::new();
+    // Communication tasks: globalTaskId -> (opId, bytes, a wait, peer, plane). torch_npu names
+    // a task's kind in `taskType` (`name` is its op's); ours in both.
+    let mut tasks: HashMap<i64, (i64, u64, bool, Option<i64>, i64)> = HashMap::new();
     if has(&conn, "COMMUNICATION_TASK_INFO")? {
         let mut st = conn.prepare(
-            "SELECT globalTaskId, opId, size, name, dstRank FROM COMMUNICATION_TASK_INFO",
+            "SELECT globalTaskId, opId, size, name, dstRank, taskType, planeId \
+             FROM COMMUNICATION_TASK_INFO",
         )?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
@@ -177,32 +189,73 @@ fn read_inner(path: &Path) -> rusqlite::Result<DbRank> {
             else {
                 continue;
             };
-            let wait = s(r.get(3)?) == "Notify_Wait";
+            let wait = s(r.get(3)?) == "Notify_Wait" || s(r.get(5)?) == "Notify_Wait";
             let size = r.get::<_, Option<i64>>(2)?.unwrap_or(0).max(0) as u64;
-            tasks.insert(g, (op, size, wait, r.get(4)?));
+            let plane = r.get::<_, Option<i64>>(6)?.unwrap_or(0);
+            tasks.insert(g, (op, size, wait, r.get(4)?, plane));
         }
     }
-    let mut per_op: HashMap<i64, (u64, u64, Option<i64>)> = HashMap::new();
+    // The collectives' connection ids: a task they launched that is not a communication task is
+    // the collective's own record on its stream, not a kernel.
+    let mut launches: Vec<i64> = Vec::new();
+    if has(&conn, "COMMUNICATION_OP")? {
+        let mut st = conn.prepare("SELECT connectionId FROM COMMUNICATION_OP")?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            launches.extend(r.get::<_, Option<i64>>(0)?);
+        }
+        launches.sort_unstable();
+    }
+    let compute: std::collections::HashSet<i64> = if has(&conn, "COMPUTE_TASK_INFO")? {
+        let mut st = conn.prepare("SELECT globalTaskId FROM COMPUTE_TASK_INFO")?;
+        st.query_map([], |r| r.get::<_, Option<i64>>(0))?
+            .filter_map(|g| g.ok().flatten())
+            .collect()
+    } else {
+        Default::default()
+    };
+    let mut per_op: HashMap<i64, OpTasks> = HashMap::new();
     if has(&conn, "TASK")? {
-        let mut st = conn.prepare("SELECT startNs, endNs, globalTaskId FROM TASK")?;
+        let mut st =
+            conn.prepare("SELECT startNs, endNs, globalTaskId, taskType, connectionId FROM TASK")?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
             let (a, b) = (
                 r.get::<_, i64>(0)?.max(0) as u64,
                 r.get::<_, i64>(1)?.max(0) as u64,
             );
-            match r.get::<_, Option<i64>>(2)?.and_then(|g| tasks.get(&g)) {
-                Some(&(op, size, wait, peer)) => {
+            let g = r.get::<_, Option<i64>>(2)?;
+            match g.and_then(|g| tasks.get(&g)) {
+                Some(&(op, size, wait, peer, plane)) => {
                     let e = per_op.entry(op).or_default();
-                    e.0 += size;
+                    e.bytes += size;
                     if wait {
-                        e.1 += b.saturating_sub(a);
+                        let dur = b.saturating_sub(a);
+                        match e.plane_waits.iter_mut().find(|w| w.0 == plane) {
+                            Some(w) => w.1 += dur,
+                            None => e.plane_waits.push((plane, dur)),
+                        }
                     }
                     if peer.is_some() {
-                        e.2 = peer;
+                        e.peer = peer;
                     }
                 }
-                None => d.kernels.push((a, b.max(a))),
+                // Computing is what msprof's overlap analysis counts (`StepTraceTime.computing`):
+                // the compute tasks. Without `COMPUTE_TASK_INFO`, every task but the
+                // collectives' own records and stream synchronisation.
+                None if compute.is_empty() => {
+                    let launched_by_comm = r
+                        .get::<_, Option<i64>>(4)?
+                        .is_some_and(|c| launches.binary_search(&c).is_ok());
+                    if !(launched_by_comm || metrics::is_sync_task(&s(r.get(3)?))) {
+                        d.kernels.push((a, b.max(a)));
+                    }
+                }
+                None => {
+                    if g.is_some_and(|g| compute.contains(&g)) {
+                        d.kernels.push((a, b.max(a)));
+                    }
+                }
             }
         }
     }
@@ -211,11 +264,16 @@ fn read_inner(path: &Path) -> rusqlite::Result<DbRank> {
             conn.prepare("SELECT opName, startNs, endNs, groupName, opId FROM COMMUNICATION_OP")?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            let (bytes, wait, peer) = r
+            let OpTasks {
+                bytes,
+                plane_waits,
+                peer,
+            } = r
                 .get::<_, Option<i64>>(4)?
                 .and_then(|op| per_op.get(&op))
-                .copied()
+                .cloned()
                 .unwrap_or_default();
+            let wait = metrics::collective_wait(&plane_waits);
             let group = s(r.get(3)?);
             let (start, end) = (
                 r.get::<_, i64>(1)?.max(0) as u64,
