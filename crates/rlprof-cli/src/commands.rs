@@ -394,8 +394,10 @@ fn relaunch_under_nsys(
 /// and byte offset where known), also when stderr is a log file or a pipe. Exit status: success
 /// when every collection was parsed (now or by an earlier run, with warnings for damaged data)
 /// or is still being written by a running job; failure when a collection could not be parsed
-/// at all, or when there is no collection below `path`.
-pub(crate) fn analyse(path: &Path, jobs: usize) -> Result<ExitCode> {
+/// at all, or when there is no collection below `path`. With `cluster`, a tree that holds no raw
+/// data of ours but Ascend profiler DBs (torch_npu's, or our DB layout without its raw data)
+/// succeeds: there is nothing to parse, and the cluster analysis reads the DBs.
+pub(crate) fn analyse(path: &Path, jobs: usize, cluster: bool) -> Result<ExitCode> {
     use rlprof_export::{Outcome, TreeEvent};
     let bar = crate::output::bar(
         0,
@@ -420,6 +422,16 @@ pub(crate) fn analyse(path: &Path, jobs: usize) -> Result<ExitCode> {
         }
     };
     bar.finish_and_clear();
+    if report.found == 0 && cluster {
+        let dbs = rlprof_export::ascend_db::read::find_dbs(path).len();
+        if dbs > 0 {
+            println!(
+                "no raw data below {}; the cluster analysis reads its {dbs} Ascend profiler DB(s)",
+                path.display()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     if report.found == 0 {
         eprintln!(
             "rlprof analyse: no collection (directory with rlprof_raw/rank_*.rlraw) at or below {}",

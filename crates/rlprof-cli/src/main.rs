@@ -174,7 +174,7 @@ fn main() -> std::process::ExitCode {
             path,
             jobs,
             cluster,
-        } => commands::analyse(&path, jobs).and_then(|code| {
+        } => commands::analyse(&path, jobs, cluster).and_then(|code| {
             if cluster && code == std::process::ExitCode::SUCCESS {
                 commands::cluster(&path)
             } else {

@@ -8,8 +8,13 @@ use std::process::Command;
 const BIN: &str = env!("CARGO_BIN_EXE_rlprof");
 
 fn train(root: &Path, slow: &str) {
+    train_with(root, slow, &[]);
+}
+
+fn train_with(root: &Path, slow: &str, extra: &[&str]) {
     let out = Command::new(BIN)
         .args(["train", "--quiet"])
+        .args(extra)
         .args([
             format!("global_profiler.save_path={}", root.join("prof").display()),
             "global_profiler.steps=[2,3]".into(),
@@ -104,4 +109,33 @@ fn cluster_on_a_path_without_collections_fails() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+}
+
+fn remove_raw_data(d: &Path) {
+    for e in std::fs::read_dir(d).unwrap().flatten() {
+        let p = e.path();
+        if p.file_name().is_some_and(|n| n == "rlprof_raw") {
+            std::fs::remove_dir_all(&p).unwrap();
+        } else if p.is_dir() {
+            remove_raw_data(&p);
+        }
+    }
+}
+
+/// A tree of Ascend profiler DBs only (as a verl user on Ascend brings: torch_npu's DBs, here
+/// our `npu` tool's with its raw data removed): `analyse --cluster` reads the DBs instead of
+/// failing for want of raw data.
+#[test]
+fn cluster_reads_a_tree_of_profiler_dbs_without_raw_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    train_with(tmp.path(), "0:0ms", &["global_profiler.tool=npu"]);
+    remove_raw_data(&tmp.path().join("prof"));
+    let (table, rep) = cluster(tmp.path());
+    assert!(table.contains("Ascend profiler DB"), "{table}");
+    let steps = rep["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 4, "2 ranks x 2 steps: {rep}");
+    for s in steps {
+        assert!(s["step_ms"].as_f64().unwrap() > 0.0, "{s}");
+        assert!(s["communication_ms"].as_f64().unwrap() > 0.0, "{s}");
+    }
 }
