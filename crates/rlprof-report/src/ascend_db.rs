@@ -160,6 +160,8 @@ struct Reader<'c, 'p> {
     text: FxHashMap<i64, String>,
     /// Thread key -> thread number.
     threads: FxHashMap<i64, u32>,
+    /// A compute task's track by its interned name ([`Reader::kernel_track`]).
+    kernel_tracks: Vec<Option<Track>>,
     /// An op's `(inputDtypes, inputShapes, callchainId)` ids -> its detail, kept once: ops
     /// with the same inputs share one (most ops of a step repeat the shapes of another).
     op_details: FxHashMap<OpDetailIds, u32>,
@@ -181,6 +183,7 @@ impl<'c, 'p> Reader<'c, 'p> {
             text: FxHashMap::default(),
             threads: FxHashMap::default(),
             op_details: FxHashMap::default(),
+            kernel_tracks: Vec::new(),
             origin: 0,
         })
     }
@@ -573,8 +576,8 @@ impl<'c, 'p> Reader<'c, 'p> {
     /// - any other task is named by its task type: the collective's own record on its stream
     ///   (launched by the op's connection id) is left out, as it repeats the op; stream
     ///   synchronisation ([`is_sync_task`]) stays on the timeline as a user range, not device
-    ///   work; the rest go through [`device_track`] as the text layout's tasks do
-    ///   ([`Self::task_track`]).
+    ///   work; where the DB has compute infos, the rest are not kernels either (copies stay
+    ///   copies: [`Self::task_track`]).
     fn read_tasks(
         &mut self,
         comm: &FxHashMap<i64, CommTaskInfo>,
@@ -593,8 +596,8 @@ impl<'c, 'p> Reader<'c, 'p> {
             names.sort_by_key(|n| n.0);
         }
         let launches = self.comm_connections()?;
-        // (name id, task type id, from COMPUTE_TASK_INFO) -> track, decided once per pair.
-        let mut tracks: FxHashMap<(Option<i64>, Option<i64>, bool), Track> = FxHashMap::default();
+        // Task type id -> track of a task without a compute info, decided once per type.
+        let mut type_tracks: FxHashMap<Option<i64>, Track> = FxHashMap::default();
         let mut per_op: FxHashMap<i64, CommTasks> = FxHashMap::default();
         let mut st = self.select(
             "TASK",
@@ -637,20 +640,27 @@ impl<'c, 'p> Reader<'c, 'p> {
                 cursor = i + 1;
                 Some(names[i].1)
             });
-            let ty = opt(r, 3)?;
-            if name_id.is_none() && opt(r, 5)?.is_some_and(|c| launches.binary_search(&c).is_ok()) {
-                continue;
-            }
-            let key = (name_id.flatten(), ty, name_id.is_some());
-            let track = match tracks.get(&key) {
-                Some(&t) => t,
+            let (name, track) = match name_id {
+                Some(info_name) => {
+                    let name = self.name(info_name);
+                    (name, self.kernel_track(name))
+                }
                 None => {
-                    let t = self.task_track(key, !names.is_empty());
-                    tracks.insert(key, t);
-                    t
+                    if opt(r, 5)?.is_some_and(|c| launches.binary_search(&c).is_ok()) {
+                        continue;
+                    }
+                    let ty = opt(r, 3)?;
+                    let track = match type_tracks.get(&ty) {
+                        Some(&t) => t,
+                        None => {
+                            let t = self.task_track(ty, !names.is_empty());
+                            type_tracks.insert(ty, t);
+                            t
+                        }
+                    };
+                    (self.name(ty), track)
                 }
             };
-            let name = self.name(if name_id.is_some() { key.0 } else { ty });
             let stream: i64 = opt(r, 4)?.unwrap_or(0);
             let thread = self.thread(-1 - stream, || format!("stream {stream}"));
             let e = self.event(start, end, name, thread, track);
@@ -659,21 +669,27 @@ impl<'c, 'p> Reader<'c, 'p> {
         Ok(per_op)
     }
 
-    /// The track of a device task from its name and task type ids, and whether it has a
-    /// `COMPUTE_TASK_INFO` row (`compute`) in a DB that has any (`infos`). Where the DB has
-    /// compute infos, a task without one is not a kernel (copies stay copies): msprof's overlap
-    /// analysis counts only those tasks as computing, and so do `analyse --cluster` and this
-    /// report, so the three agree.
-    fn task_track(
-        &self,
-        (name, ty, compute): (Option<i64>, Option<i64>, bool),
-        infos: bool,
-    ) -> Track {
-        let text = |id: Option<i64>| id.and_then(|i| self.text.get(&i)).map(String::as_str);
-        let ty = text(ty);
-        if compute {
-            return device_track(text(name).unwrap_or(""), ty);
+    /// The track of a compute task (one with a `COMPUTE_TASK_INFO` row) from its name, as the
+    /// text layout's device tasks are told ([`device_track`]), decided once per name.
+    fn kernel_track(&mut self, name: u32) -> Track {
+        let i = name as usize;
+        if let Some(Some(t)) = self.kernel_tracks.get(i) {
+            return *t;
         }
+        let t = device_track(self.p.str(name), None);
+        if self.kernel_tracks.len() <= i {
+            self.kernel_tracks.resize(i + 1, None);
+        }
+        self.kernel_tracks[i] = Some(t);
+        t
+    }
+
+    /// The track of a device task without a compute info, from its task type id, in a DB that
+    /// has compute infos (`infos`) or not. Where it has them, such a task is not a kernel
+    /// (copies stay copies): msprof's overlap analysis counts only the compute tasks as
+    /// computing, and so do `analyse --cluster` and this report, so the three agree.
+    fn task_track(&self, ty: Option<i64>, infos: bool) -> Track {
+        let ty = ty.and_then(|i| self.text.get(&i)).map(String::as_str);
         if ty.is_some_and(is_sync_task) {
             return Track::User;
         }

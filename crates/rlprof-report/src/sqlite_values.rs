@@ -59,6 +59,7 @@ pub fn select<'c>(
 
 /// An integer column whatever its storage class (integer, real, or decimal text). `None` for
 /// NULL, a text that is not a number, and a blob.
+#[inline]
 pub fn opt(r: &Row, i: usize) -> rusqlite::Result<Option<i64>> {
     Ok(match r.get_ref(i)? {
         ValueRef::Integer(v) => Some(v),
@@ -69,6 +70,7 @@ pub fn opt(r: &Row, i: usize) -> rusqlite::Result<Option<i64>> {
 }
 
 /// An integer column, 0 when it has none.
+#[inline]
 pub fn int(r: &Row, i: usize) -> rusqlite::Result<i64> {
     Ok(opt(r, i)?.unwrap_or(0))
 }
@@ -84,6 +86,7 @@ pub fn text(r: &Row, i: usize) -> rusqlite::Result<String> {
 }
 
 /// A decimal integer in text (`"123"`, `" 123 "`, `"123.0"`).
+#[inline]
 fn parse_int(s: &str) -> Option<i64> {
     let s = s.trim();
     s.parse::<i64>().ok().or_else(|| {
