@@ -20,6 +20,15 @@ pub fn is_comm_name(name: &str) -> bool {
 
 pub use rlprof_profiler::metrics::is_sync_task;
 
+/// The tasks HCCL moves a collective's data with, as torch_npu's `trace_view.json` names them
+/// on the collective's stream (`SDMA`, `RDMA`, `RDMASend`, `Reduce_Inline`, `Reduce_TBE`): part
+/// of the communication, not kernels.
+fn is_hccl_transfer(name: &str) -> bool {
+    ["SDMA", "RDMA", "RDMASend", "Reduce_Inline", "Reduce_TBE"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+}
+
 /// The track of an Ascend device task from its name and, when known, its task type /
 /// accelerator core (`AI_CORE`, `AI_VECTOR_CORE`, `HCCL`, `COMMUNICATION`, `MEMCPY_ASYNC`, ...):
 /// collectives as msprof-analyze tells them (`HCCL`/`COMMUNICATION` tasks, names starting with
@@ -30,6 +39,7 @@ pub fn device_track(name: &str, task_type: Option<&str>) -> Track {
     if ty.eq_ignore_ascii_case("HCCL")
         || ty.eq_ignore_ascii_case("COMMUNICATION")
         || is_comm_name(name)
+        || is_hccl_transfer(name)
     {
         Track::Comm
     } else if upper_has(ty, "MEMCPY")

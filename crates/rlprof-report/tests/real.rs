@@ -493,6 +493,50 @@ fn other_accelerators_categories_give_kernels_and_api_calls() {
     }
 }
 
+/// What the HCCL stream of a newer torch_npu `trace_view.json` holds on `Ascend Hardware`
+/// (MindStudio Insight's test data, `test/data/pytorch/text/level*`): the collective's transfer
+/// tasks (`SDMA`) are communication; `Notify Wait`, `Write Value` and a compute stream's
+/// `EVENT_WAIT` are synchronisation, not device work. With them, the report's kernel and
+/// communication time equal CANN's `step_trace_time.csv` on those six real ranks to within
+/// 0.5 us; here, against the events the test wrote.
+#[test]
+fn hccl_stream_tasks_and_stream_waits_are_not_kernels() {
+    let trace = r#"[
+      {"ph": "M", "name": "process_name", "pid": 10, "args": {"name": "Ascend Hardware"}},
+      {"ph": "M", "name": "process_labels", "pid": 10, "args": {"labels": "NPU"}},
+      {"ph": "M", "name": "thread_name", "pid": 10, "tid": 2, "args": {"name": "Stream 2"}},
+      {"ph": "M", "name": "thread_name", "pid": 10, "tid": 4, "args": {"name": "Stream 4"}},
+      {"ph": "M", "name": "process_name", "pid": 11, "args": {"name": "HCCL"}},
+      {"ph": "M", "name": "thread_name", "pid": 11, "tid": 1, "args": {"name": "Communication"}},
+      {"ph": "M", "name": "process_name", "pid": 12, "args": {"name": "Python"}},
+      {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#7", "pid": 12, "tid": 1, "ts": "100.000", "dur": 200},
+      {"ph": "X", "name": "aclnnMm_MatMulCommon_MatMulV2", "pid": 10, "tid": 2, "ts": "110.000", "dur": 20, "args": {"Task Type": "AI_CORE"}},
+      {"ph": "X", "name": "EVENT_WAIT", "pid": 10, "tid": 2, "ts": "131.000", "dur": 60, "args": {"Task Type": "EVENT_WAIT_SQE"}},
+      {"ph": "X", "name": "hcom_allReduce__586_0_1", "pid": 11, "tid": 1, "ts": "140.000", "dur": 50},
+      {"ph": "X", "name": "Notify Wait", "pid": 10, "tid": 4, "ts": "140.000", "dur": 30, "args": {"Task Type": "Notify Wait"}},
+      {"ph": "X", "name": "SDMA", "pid": 10, "tid": 4, "ts": "170.000", "dur": 15, "args": {"Task Type": "SDMA"}},
+      {"ph": "X", "name": "Write Value", "pid": 10, "tid": 4, "ts": "185.000", "dur": 1, "args": {"Task Type": "Write Value"}},
+      {"ph": "X", "name": "SDMA", "pid": 10, "tid": 4, "ts": "186.000", "dur": 4, "args": {"Task Type": "SDMA"}}
+    ]"#;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp
+        .path()
+        .join("host_1_20250101000000000_ascend_pt/ASCEND_PROFILER_OUTPUT");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("trace_view.json"), trace).unwrap();
+    let report = report_json(tmp.path());
+    let rank = &report["jobs"][0]["ranks"][0];
+    assert_eq!(steps_in(rank), vec![(7, 200_000)]);
+    check_device(
+        rank,
+        &expected(
+            &[(110_000, 130_000)],
+            &[(140_000, 190_000), (170_000, 185_000), (186_000, 190_000)],
+            &[],
+        ),
+    );
+}
+
 /// `kernel_details.csv`: HCCL tasks are communication, `Step Id` gives the steps, a lane per
 /// stream; `memory_record.csv` gives the device memory curve; `communication.json` a table.
 #[test]
