@@ -18,6 +18,7 @@
 //! tracer's API type `trace`, and adds columns between releases.
 
 use crate::Limits;
+use crate::ascend::OpAllocation;
 use crate::device_names::{device_track, is_sync_task};
 use crate::error::ReportError;
 use crate::model::{Detail, Event, MemEvent, NONE, Profile, SourceFormat, Track};
@@ -135,16 +136,6 @@ impl CommTasks {
     fn wait(&self) -> u64 {
         rlprof_profiler::metrics::collective_wait(&self.plane_waits)
     }
-}
-
-/// One `OP_MEMORY` row: an allocation by an op and its release, if any (times relative to the
-/// origin; totals are the allocator's just after).
-struct OpAllocation {
-    op: u32,
-    size: i64,
-    at: i64,
-    total_at: Option<i64>,
-    release: Option<(i64, Option<i64>)>,
 }
 
 /// An op's `(inputDtypes, inputShapes, callchainId)` ids.
@@ -760,28 +751,8 @@ impl<'c, 'p> Reader<'c, 'p> {
             }
             return Ok(());
         }
-        let mut allocs: FxHashMap<(i64, i64), (u64, u32)> = FxHashMap::default();
-        let mut releases: FxHashMap<(i64, i64), u64> = FxHashMap::default();
-        for (i, a) in allocations.iter().enumerate() {
-            let addr = i as u64 + 1;
-            if let Some(total) = a.total_at {
-                allocs.insert((a.at, total), (addr, a.op));
-            }
-            if let Some((t, Some(total))) = a.release {
-                releases.insert((t, total), addr);
-            }
-        }
         let mut events = crate::ascend::memory_from_totals(totals);
-        for m in &mut events {
-            let key = (m.t, m.total.unwrap_or(0));
-            if m.delta >= 0 {
-                if let Some(&(addr, op)) = allocs.get(&key) {
-                    (m.addr, m.op) = (addr, op);
-                }
-            } else if let Some(&addr) = releases.get(&key) {
-                m.addr = addr;
-            }
-        }
+        crate::ascend::attribute_allocations(&mut events, &allocations);
         self.p.memory.extend(events);
         Ok(())
     }

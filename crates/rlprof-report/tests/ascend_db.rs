@@ -112,6 +112,9 @@ fn db_layout_reads_back_the_figures_of_the_raw_data_and_of_the_text_layout() {
     // trace_view.json, and its op self times differ by up to 0.05%: not compared here.)
     assert_eq!(steps(&db_r), steps(&text_r));
     assert_eq!(ops(&db_r, &[Track::Kernel]), ops(&text_r, &[Track::Kernel]));
+    // Memory: the same peak.
+    assert!(!db_r.memory.is_empty());
+    assert_eq!(peaks(&db_r), peaks(&text_r));
     let text_ops = ops(&text_r, &[Track::Op]);
     let db_ops = ops(&db_r, &[Track::Op]);
     assert!(!db_ops.is_empty());

@@ -569,6 +569,19 @@ fn ascend_csv_outputs_feed_the_same_model() {
         r#"{"step1": {"collective": {"hcom_allReduce__1_1_1@123": {"Communication Time Info": {"Elapse Time(ms)": 0.02, "Wait Time(ms)": 0.005, "Transit Time(ms)": 0.01}, "Communication Bandwidth Info": {"HCCS": {"Transit Size(MB)": 1.0, "Transit Time(ms)": 0.01}}}}}}"#,
     )
     .unwrap();
+    // Two ops' allocations on the PTA curve (same time, same total just after), one released
+    // before the peak; a third that matches no point of the curve.
+    std::fs::write(
+        out.join("operator_memory.csv"),
+        "Name,Size(KB),Allocation Time(us),Release Time(us),Active Release Time(us),Duration(us),\
+         Active Duration(us),Allocation Total Allocated(MB),Allocation Total Reserved(MB),\
+         Allocation Total Active(MB),Release Total Allocated(MB),Release Total Reserved(MB),\
+         Release Total Active(MB),Stream Ptr,Device Type\n\
+         aten::empty,1024.0,1000.000\t,,,,,1.0,2.0,1.0,,,,0,NPU:0\n\
+         aten::mm,2048.0,1010.000\t,1020.000\t,,10.0,,3.0,4.0,3.0,2.0,4.0,2.0,0,NPU:0\n\
+         aten::add,4.0,1005.000\t,,,,,9.0,9.0,9.0,,,,0,NPU:0\n",
+    )
+    .unwrap();
     let report = report_json(tmp.path());
     let rank = &report["jobs"][0]["ranks"][0];
     assert_eq!(rank["rank"], 5);
@@ -594,6 +607,13 @@ fn ascend_csv_outputs_feed_the_same_model() {
     let mem = &report["memory"][0];
     assert_eq!(mem["peak_bytes"], 3 * 1024 * 1024);
     assert_eq!(mem["kind"], "device");
+    let live: Vec<(&str, i64)> = mem["at_peak"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["op"].as_str().unwrap(), o["bytes"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(live, [("aten::mm", 2 << 20), ("aten::empty", 1 << 20)]);
     let comm = report["inputs"][0]["tables"]
         .as_array()
         .unwrap()

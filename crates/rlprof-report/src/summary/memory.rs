@@ -28,8 +28,11 @@ pub(super) fn memory(
         .iter()
         .enumerate()
         .fold((0, i64::MIN), |b, (i, &v)| if v > b.1 { (i, v) } else { b });
+    // Without addresses or ops (a producer's totals alone) there is nothing to say of what was
+    // live: an empty list, not one made-up allocation.
+    let attributed = mem.iter().any(|m| m.addr != 0 || m.op != NONE);
     let mut live: FxHashMap<u64, (i64, u32)> = FxHashMap::default();
-    for m in &mem[..=peak_i] {
+    for m in mem[..=peak_i].iter().filter(|_| attributed) {
         if m.delta >= 0 {
             live.insert(m.addr, (m.delta, m.op));
         } else {
