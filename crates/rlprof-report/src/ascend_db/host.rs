@@ -1,0 +1,197 @@
+//! Host-side tables: `PYTORCH_API` (ops, steps, Python functions, task-queue entries), with
+//! their shapes, dtypes and call stacks; `CANN_API`; `MSTX_EVENTS`.
+
+use super::{OpDetailIds, Reader, Stop, int, opt, text};
+use crate::model::{Detail, NONE, Track};
+use rlprof_profiler::record::RangeCat;
+use rustc_hash::FxHashMap;
+
+impl Reader<'_, '_> {
+    /// Names of `ENUM_API_TYPE` ids.
+    fn api_types(&self) -> rusqlite::Result<FxHashMap<i64, String>> {
+        let mut m = FxHashMap::default();
+        if self.has("ENUM_API_TYPE")? {
+            let mut st = self.select("ENUM_API_TYPE", &["id", "name"])?;
+            let mut rows = st.raw_query();
+            while let Some(r) = rows.next()? {
+                if let Some(id) = opt(r, 0)? {
+                    m.insert(id, text(r, 1)?);
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    /// Call stacks: callchain id -> frames joined by newlines, in depth order.
+    fn callchains(&self) -> rusqlite::Result<FxHashMap<i64, String>> {
+        let mut m: FxHashMap<i64, Vec<(i64, String)>> = FxHashMap::default();
+        if self.has("PYTORCH_CALLCHAINS")? {
+            let mut st = self.select("PYTORCH_CALLCHAINS", &["id", "stack", "stackDepth"])?;
+            let mut rows = st.raw_query();
+            while let Some(r) = rows.next()? {
+                let Some(id) = opt(r, 0)? else { continue };
+                let frame = self.text_of(opt(r, 1)?).unwrap_or_default();
+                m.entry(id)
+                    .or_default()
+                    .push((opt(r, 2)?.unwrap_or(0), frame));
+            }
+        }
+        Ok(m.into_iter()
+            .map(|(id, mut v)| {
+                v.sort_by_key(|f| f.0);
+                let frames: Vec<String> = v.into_iter().map(|f| f.1).collect();
+                (id, frames.join("\n"))
+            })
+            .collect())
+    }
+
+    pub(super) fn read_pytorch_api(&mut self) -> Result<(), Stop> {
+        let types = self.api_types()?;
+        let chains = self.callchains()?;
+        let mut st = self.select(
+            "PYTORCH_API",
+            &[
+                "startNs",
+                "endNs",
+                "globalTid",
+                "name",
+                "inputDtypes",
+                "inputShapes",
+                "callchainId",
+                "type",
+            ],
+        )?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            let (start, end): (i64, i64) = (int(r, 0)?, int(r, 1)?);
+            let tid: i64 = opt(r, 2)?.unwrap_or(0);
+            let name_id: Option<i64> = opt(r, 3)?;
+            let ty: Option<i64> = opt(r, 7)?;
+            let name = self.name(name_id);
+            let track = if self.p.str(name).starts_with("ProfilerStep#") {
+                Track::Step
+            } else {
+                match ty.and_then(|t| types.get(&t)).map(String::as_str) {
+                    // torch_npu names the Python tracer's type `trace`.
+                    Some("trace" | "python_function") => Track::Span,
+                    Some("mstx") => Track::User,
+                    Some("queue") => Track::Runtime,
+                    _ => Track::Op,
+                }
+            };
+            let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
+            let mut e = self.event(start, end, name, thread, track);
+            if track == Track::Op {
+                let key = (opt(r, 4)?, opt(r, 5)?, opt(r, 6)?);
+                e.detail = match self.op_details.get(&key) {
+                    Some(&d) => d,
+                    None => {
+                        let d = self.op_detail(key, &chains);
+                        self.op_details.insert(key, d);
+                        d
+                    }
+                };
+            }
+            self.push(e)?;
+        }
+        Ok(())
+    }
+
+    /// The detail of an op from its `(inputDtypes, inputShapes, callchainId)` ids ([`NONE`]
+    /// when it has none of them).
+    fn op_detail(
+        &mut self,
+        (dtypes, shapes, chain): OpDetailIds,
+        chains: &FxHashMap<i64, String>,
+    ) -> u32 {
+        let d = Detail {
+            dtypes: self.text_of(dtypes),
+            shapes: self.text_of(shapes),
+            stack: chain
+                .and_then(|c| chains.get(&c))
+                .filter(|s| !s.is_empty())
+                .cloned(),
+            ..Detail::default()
+        };
+        if d == Detail::default() {
+            NONE
+        } else {
+            self.p.add_detail(d)
+        }
+    }
+
+    pub(super) fn read_cann_api(&mut self) -> Result<(), Stop> {
+        let types = self.api_types()?;
+        let launches = self.comm_connections()?;
+        let mut st = self.select(
+            "CANN_API",
+            &[
+                "startNs",
+                "endNs",
+                "type",
+                "globalTid",
+                "connectionId",
+                "name",
+            ],
+        )?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            let conn: Option<i64> = opt(r, 4)?;
+            if conn.is_some_and(|c| launches.binary_search(&c).is_ok()) {
+                continue;
+            }
+            let ty: Option<i64> = opt(r, 2)?;
+            let track = match ty.and_then(|t| types.get(&t)).map(String::as_str) {
+                Some("runtime") => Track::Runtime,
+                _ => Track::Api,
+            };
+            let tid: i64 = opt(r, 3)?.unwrap_or(0);
+            let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
+            let name = self.name(opt(r, 5)?);
+            let e = self.event(int(r, 0)?, int(r, 1)?, name, thread, track);
+            self.push(e)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn read_mstx(&mut self) -> Result<(), Stop> {
+        let rlprof = self
+            .text
+            .iter()
+            .find(|(_, v)| v.as_str() == "rlprof")
+            .map(|(k, _)| *k);
+        let mut st = self.select(
+            "MSTX_EVENTS",
+            &[
+                "startNs",
+                "endNs",
+                "category",
+                "message",
+                "globalTid",
+                "domainId",
+            ],
+        )?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            let domain: Option<i64> = opt(r, 5)?;
+            let ours = rlprof.is_some() && domain == rlprof;
+            let track = if ours {
+                match RangeCat::from_u8(opt(r, 2)?.unwrap_or(0) as u8) {
+                    Some(RangeCat::Phase) => Track::Phase,
+                    Some(RangeCat::RoleCall) => Track::RoleCall,
+                    Some(RangeCat::Iteration) => Track::Iteration,
+                    Some(RangeCat::Span) => Track::Span,
+                    _ => Track::User,
+                }
+            } else {
+                Track::User
+            };
+            let tid: i64 = opt(r, 4)?.unwrap_or(0);
+            let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
+            let name = self.name(opt(r, 3)?);
+            let e = self.event(int(r, 0)?, int(r, 1)?, name, thread, track);
+            self.push(e)?;
+        }
+        Ok(())
+    }
+}

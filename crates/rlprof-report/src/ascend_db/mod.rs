@@ -1,0 +1,302 @@
+//! Ascend profiler DB input: `ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db`, as
+//! torch_npu writes it with `export_type=Db` (verl 0.9.1's setting) and as rlprof's `npu` tool
+//! writes it by default. Read into the same [`Profile`] model as the text layout:
+//! - `PYTORCH_API` -> ops (`ProfilerStep#N` -> steps), with shapes, dtypes and call stacks;
+//! - `CANN_API` -> API / runtime calls (a communication op's own launch is not repeated);
+//! - `MSTX_EVENTS` -> marker ranges: rlprof's own (domain `rlprof`) keep their category
+//!   (phase, role call, iteration, span, user); others are user ranges;
+//! - `TASK` + `COMPUTE_TASK_INFO` -> kernels; tasks of communication ops are folded into them;
+//! - `COMMUNICATION_OP` -> communication ops, with the bytes of their tasks
+//!   (`COMMUNICATION_TASK_INFO.size`) and the time of their `Notify_Wait` tasks as the wait;
+//! - `OP_MEMORY` -> allocations and frees with their op (`MEMORY_RECORD` totals when absent);
+//! - `STEP_TIME` -> the steps (and step events when `PYTORCH_API` has none).
+//!
+//! Every table is read once in storage order with plain `SELECT`s (no joins: the tables have
+//! no indexes); ids are resolved in memory. Times are made relative to the session start.
+//! Columns are selected by name and values read whatever their storage class
+//! ([`crate::sqlite_values`]): torch_npu declares `PYTORCH_API`'s times TEXT, names the Python
+//! tracer's API type `trace`, and adds columns between releases.
+
+mod device;
+mod host;
+mod memory;
+
+use crate::Limits;
+use crate::error::ReportError;
+use crate::model::{Event, NONE, Profile, SourceFormat, Track};
+use crate::sqlite_values::{self as sql, int, opt, text};
+use rusqlite::{Connection, OpenFlags};
+use rustc_hash::FxHashMap;
+use std::path::{Path, PathBuf};
+
+/// The profiler DB in an `ASCEND_PROFILER_OUTPUT` directory, if there is one.
+pub fn find_db(out_dir: &Path) -> Option<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(out_dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(is_db_name)
+        })
+        .collect();
+    v.sort();
+    v.into_iter().next()
+}
+
+/// `ascend_pytorch_profiler.db` or `ascend_pytorch_profiler_{rank}.db`.
+pub fn is_db_name(name: &str) -> bool {
+    name.strip_prefix("ascend_pytorch_profiler")
+        .and_then(|r| r.strip_suffix(".db"))
+        .is_some_and(|r| {
+            r.is_empty()
+                || r.strip_prefix('_')
+                    .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+}
+
+fn rank_of(path: &Path) -> Option<u32> {
+    path.file_stem()?
+        .to_str()?
+        .strip_prefix("ascend_pytorch_profiler_")?
+        .parse()
+        .ok()
+}
+
+fn malformed(path: &Path) -> impl Fn(rusqlite::Error) -> ReportError + '_ {
+    move |e| ReportError::Malformed {
+        path: path.to_path_buf(),
+        message: format!("SQLite: {e}"),
+    }
+}
+
+/// Loads a profiler DB.
+pub fn load_db(path: &Path, group: &str, limits: &Limits) -> Result<Profile, ReportError> {
+    let err = malformed(path);
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(&err)?;
+    let mut p = Profile::new(
+        path.to_path_buf(),
+        SourceFormat::Ascend,
+        rank_of(path).unwrap_or(0),
+        group.to_string(),
+    );
+    let mut r = Reader::new(&conn, &mut p, path, limits).map_err(&err)?;
+    r.read_all().map_err(|e| match e {
+        Stop::Sql(e) => err(e),
+        Stop::Limit => ReportError::Limit {
+            path: path.to_path_buf(),
+            what: "events",
+            limit: limits.max_events,
+        },
+    })?;
+    p.sort();
+    Ok(p)
+}
+
+/// Why reading stopped.
+enum Stop {
+    Sql(rusqlite::Error),
+    Limit,
+}
+
+impl From<rusqlite::Error> for Stop {
+    fn from(e: rusqlite::Error) -> Stop {
+        Stop::Sql(e)
+    }
+}
+
+type OpDetailIds = (Option<i64>, Option<i64>, Option<i64>);
+
+struct Reader<'c, 'p> {
+    conn: &'c Connection,
+    p: &'p mut Profile,
+    max_events: u64,
+    /// `STRING_IDS` id -> profile string.
+    strings: FxHashMap<i64, u32>,
+    /// Raw `STRING_IDS` text (for details and type names).
+    text: FxHashMap<i64, String>,
+    /// Thread key -> thread number.
+    threads: FxHashMap<i64, u32>,
+    /// A compute task's track by its interned name ([`Reader::kernel_track`]).
+    kernel_tracks: Vec<Option<Track>>,
+    /// An op's `(inputDtypes, inputShapes, callchainId)` ids -> its detail, kept once: ops
+    /// with the same inputs share one (most ops of a step repeat the shapes of another).
+    op_details: FxHashMap<OpDetailIds, u32>,
+    origin: i64,
+}
+impl<'c, 'p> Reader<'c, 'p> {
+    fn new(
+        conn: &'c Connection,
+        p: &'p mut Profile,
+        _path: &Path,
+        limits: &Limits,
+    ) -> rusqlite::Result<Self> {
+        Ok(Reader {
+            conn,
+            p,
+            max_events: limits.max_events,
+            strings: FxHashMap::default(),
+            text: FxHashMap::default(),
+            threads: FxHashMap::default(),
+            op_details: FxHashMap::default(),
+            kernel_tracks: Vec::new(),
+            origin: 0,
+        })
+    }
+
+    fn has(&self, table: &str) -> rusqlite::Result<bool> {
+        sql::has_table(self.conn, table)
+    }
+
+    /// A `SELECT` of `cols` from `table`, a column this file lacks read as NULL.
+    fn select(&self, table: &str, cols: &[&str]) -> rusqlite::Result<rusqlite::Statement<'c>> {
+        sql::select(self.conn, table, cols)
+    }
+
+    fn read_all(&mut self) -> Result<(), Stop> {
+        self.read_strings()?;
+        self.origin = self.session_start()?;
+        self.p.origin_ns = self.origin.max(0) as u64;
+        if self.has("RANK_DEVICE_MAP")?
+            && let Ok(r) = self
+                .conn
+                .query_row("SELECT rankId FROM RANK_DEVICE_MAP", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+            && r >= 0
+        {
+            self.p.rank = r as u32;
+        }
+        if self.has("PYTORCH_API")? {
+            self.read_pytorch_api()?;
+        }
+        if self.has("CANN_API")? {
+            self.read_cann_api()?;
+        }
+        if self.has("MSTX_EVENTS")? {
+            self.read_mstx()?;
+        }
+        let comm = if self.has("COMMUNICATION_TASK_INFO")? {
+            self.read_comm_task_info()?
+        } else {
+            FxHashMap::default()
+        };
+        let per_op = if self.has("TASK")? {
+            self.read_tasks(&comm)?
+        } else {
+            FxHashMap::default()
+        };
+        if self.has("COMMUNICATION_OP")? {
+            self.read_comm_ops(&per_op)?;
+        }
+        self.read_memory()?;
+        if self.has("STEP_TIME")? {
+            self.read_steps()?;
+        }
+        Ok(())
+    }
+
+    fn read_strings(&mut self) -> rusqlite::Result<()> {
+        let mut st = self.select("STRING_IDS", &["id", "value"])?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            let Some(id) = opt(r, 0)? else { continue };
+            let v = text(r, 1)?;
+            let i = self.p.intern(&v);
+            self.strings.insert(id, i);
+            self.text.insert(id, v);
+        }
+        Ok(())
+    }
+
+    fn session_start(&self) -> rusqlite::Result<i64> {
+        if self.has("SESSION_TIME_INFO")?
+            && let Ok(Some(t)) =
+                self.conn
+                    .query_row("SELECT startTimeNs FROM SESSION_TIME_INFO", [], |r| {
+                        r.get::<_, Option<i64>>(0)
+                    })
+        {
+            return Ok(t);
+        }
+        // Without a session record: the earliest host or device time.
+        let mut lo = i64::MAX;
+        for t in ["PYTORCH_API", "TASK"] {
+            if self.has(t)? {
+                let v: Option<i64> =
+                    self.conn
+                        .query_row(&format!("SELECT min(startNs) FROM {t}"), [], |r| r.get(0))?;
+                lo = lo.min(v.unwrap_or(i64::MAX));
+            }
+        }
+        Ok(if lo == i64::MAX { 0 } else { lo })
+    }
+
+    fn name(&mut self, id: Option<i64>) -> u32 {
+        match id.and_then(|i| self.strings.get(&i)) {
+            Some(&i) => i,
+            None => self.p.intern(""),
+        }
+    }
+
+    fn text_of(&self, id: Option<i64>) -> Option<String> {
+        id.and_then(|i| self.text.get(&i))
+            .filter(|s| !s.is_empty())
+            .cloned()
+    }
+
+    fn thread(&mut self, key: i64, label: impl FnOnce() -> String) -> u32 {
+        if let Some(&t) = self.threads.get(&key) {
+            return t;
+        }
+        let t = self.p.threads.len() as u32;
+        self.p.threads.push(label());
+        self.threads.insert(key, t);
+        t
+    }
+
+    fn push(&mut self, e: Event) -> Result<(), Stop> {
+        if self.p.events.len() as u64 >= self.max_events {
+            return Err(Stop::Limit);
+        }
+        self.p.events.push(e);
+        Ok(())
+    }
+
+    fn event(&mut self, start: i64, end: i64, name: u32, thread: u32, track: Track) -> Event {
+        Event {
+            start: start - self.origin,
+            dur: (end - start).max(0),
+            name,
+            detail: NONE,
+            thread,
+            depth: 0,
+            track,
+        }
+    }
+
+    fn read_steps(&mut self) -> Result<(), Stop> {
+        let mut steps: Vec<(i64, i64, i64)> = Vec::new();
+        let mut st = self.select("STEP_TIME", &["id", "startNs", "endNs"])?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            steps.push((int(r, 0)?, int(r, 1)?, int(r, 2)?));
+        }
+        self.p.steps = steps.iter().map(|s| s.0.max(0) as u64).collect();
+        if self.p.events.iter().any(|e| e.track == Track::Step) {
+            return Ok(());
+        }
+        let thread = self.thread(i64::MIN + 1, || "steps".into());
+        for (id, start, end) in steps {
+            let name = self.p.intern(&format!("ProfilerStep#{id}"));
+            let e = self.event(start, end, name, thread, Track::Step);
+            self.push(e)?;
+        }
+        Ok(())
+    }
+}
