@@ -260,10 +260,17 @@ fn load_file(path: &Path, group: &str, limits: &Limits, out: &mut Loaded, explic
         match crate::chrome::holds_trace_events(path) {
             Ok(true) => crate::chrome::load_trace(path, group, limits),
             Ok(false) => {
-                out.notes.push(format!(
-                    "ignored {}: JSON without trace events",
-                    path.display()
-                ));
+                // torch_npu's own metadata beside its output (`profiler_info_{rank}.json`,
+                // `profiler_metadata.json`) is part of that profile, not a stray file.
+                let beside_ascend = path
+                    .parent()
+                    .is_some_and(|d| d.join("ASCEND_PROFILER_OUTPUT").is_dir());
+                if !beside_ascend {
+                    out.notes.push(format!(
+                        "ignored {}: JSON without trace events",
+                        path.display()
+                    ));
+                }
                 return;
             }
             Err(e) => Err(e),

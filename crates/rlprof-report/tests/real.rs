@@ -585,6 +585,16 @@ fn ascend_csv_outputs_feed_the_same_model() {
     let report = report_json(tmp.path());
     let rank = &report["jobs"][0]["ranks"][0];
     assert_eq!(rank["rank"], 5);
+    // profiler_info_5.json is the profile's own metadata, not a stray JSON file.
+    assert!(
+        report["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| !n.as_str().unwrap().contains("profiler_info")),
+        "{}",
+        report["notes"]
+    );
     check_device(
         rank,
         &expected(
