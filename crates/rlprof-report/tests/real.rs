@@ -510,6 +510,7 @@ fn hccl_stream_tasks_and_stream_waits_are_not_kernels() {
       {"ph": "M", "name": "thread_name", "pid": 11, "tid": 1, "args": {"name": "Communication"}},
       {"ph": "M", "name": "process_name", "pid": 12, "args": {"name": "Python"}},
       {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#7", "pid": 12, "tid": 1, "ts": "100.000", "dur": 200},
+      {"ph": "X", "cat": "enqueue", "name": "Enqueue@MatMul", "pid": 12, "tid": 1, "ts": "105.000", "dur": 2},
       {"ph": "X", "name": "aclnnMm_MatMulCommon_MatMulV2", "pid": 10, "tid": 2, "ts": "110.000", "dur": 20, "args": {"Task Type": "AI_CORE"}},
       {"ph": "X", "name": "EVENT_WAIT", "pid": 10, "tid": 2, "ts": "131.000", "dur": 60, "args": {"Task Type": "EVENT_WAIT_SQE"}},
       {"ph": "X", "name": "hcom_allReduce__586_0_1", "pid": 11, "tid": 1, "ts": "140.000", "dur": 50},
@@ -534,7 +535,14 @@ fn hccl_stream_tasks_and_stream_waits_are_not_kernels() {
             &[(140_000, 190_000), (170_000, 185_000), (186_000, 190_000)],
             &[],
         ),
-    );
+    ); // torch_npu's task queue is the runtime layer, as its DB's `queue` API type is read.
+    let kind = report["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "Enqueue@MatMul")
+        .map(|r| r["kind"].clone());
+    assert_eq!(kind, Some(serde_json::json!("runtime")));
 }
 
 /// `kernel_details.csv`: HCCL tasks are communication, `Step Id` gives the steps, a lane per

@@ -50,6 +50,9 @@ pub fn classify(cat: Option<&str>, name: &str) -> Track {
         Track::Memcpy
     } else if is("python_function") || is("python") {
         Track::Span
+    } else if is("enqueue") || is("dequeue") {
+        // torch_npu's task queue (its DB's `queue` API type).
+        Track::Runtime
     } else {
         Track::User
     }
