@@ -23,7 +23,7 @@ pub use rlprof_profiler::metrics::is_sync_task;
 /// The tasks HCCL moves a collective's data with, as torch_npu's `trace_view.json` names them
 /// on the collective's stream (`SDMA`, `RDMA`, `RDMASend`, `Reduce_Inline`, `Reduce_TBE`): part
 /// of the communication, not kernels.
-fn is_hccl_transfer(name: &str) -> bool {
+pub fn is_hccl_transfer(name: &str) -> bool {
     ["SDMA", "RDMA", "RDMASend", "Reduce_Inline", "Reduce_TBE"]
         .iter()
         .any(|n| name.eq_ignore_ascii_case(n))

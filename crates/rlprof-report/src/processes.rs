@@ -4,7 +4,8 @@
 //! torch_npu's `trace_view.json` (read as MindStudio Insight and msprof-analyze read it):
 //! - `Ascend Hardware`: device tasks, one thread per stream: compute kernels, HCCL tasks
 //!   (`hcom_*`) and copies ([`crate::device_names::device_track`] decides which); stream
-//!   synchronisation tasks (`EVENT_WAIT`, ...) stay as user ranges, not device work;
+//!   synchronisation tasks (`EVENT_WAIT`, ...) stay as user ranges, not device work, and so do
+//!   HCCL's transfer tasks (`SDMA`, ...) when the collectives have their own process;
 //! - `Communication` / `HCCL`: collectives; threads named `Plane *` hold their sub-tasks (which
 //!   repeat the collective's time), so only the other threads count as communication;
 //! - `CANN`: the runtime API layer (`AscendCL@...`);
@@ -29,11 +30,18 @@ pub fn apply<'n>(
     if events.iter().any(|e| process(e.thread) == OVERLAP_ANALYSIS) {
         events.retain(|e| process(e.thread) != OVERLAP_ANALYSIS);
     }
+    // With the collectives on their own process, HCCL's transfer tasks on the device streams
+    // are parts of them (as the DB folds them into their op), not collectives of their own.
+    let collectives_apart = events
+        .iter()
+        .any(|e| matches!(process(e.thread), "Communication" | "HCCL"));
     for e in events.iter_mut() {
         let name = names.get(e.name as usize).map(String::as_str).unwrap_or("");
         match process(e.thread) {
             "Ascend Hardware" => {
-                e.track = if crate::device_names::is_sync_task(name) {
+                e.track = if crate::device_names::is_sync_task(name)
+                    || (collectives_apart && crate::device_names::is_hccl_transfer(name))
+                {
                     Track::User
                 } else {
                     crate::device_names::device_track(name, None)
