@@ -67,20 +67,39 @@ pub fn is_sync_task(task_type: &str) -> bool {
     SYNC.iter().any(|s| t.eq_ignore_ascii_case(s))
 }
 
-/// A collective's waiting time from its `Notify_Wait` time per plane (`(plane, ns)`): the least
-/// over the planes. A collective runs its tasks on several planes at once, each waiting on its
-/// own peer, so their sum counts one wait several times (and can exceed the op's duration); the
-/// least is what the whole op certainly spent waiting. It is the plane msprof-analyze's
-/// comparison takes (the one with the longest transit), and on real torch_npu DBs it matches
-/// CANN's `CommAnalyzerTime.wait_time` to within 1 us for most ops. 0 without any wait task.
+/// A collective's `Notify_Wait` time per plane, and its waiting time: the least over the
+/// planes. A collective runs its tasks on several planes at once, each waiting on its own peer,
+/// so their sum counts one wait several times (and can exceed the op's duration); the least is
+/// what the whole op certainly spent waiting. It is the plane msprof-analyze's comparison takes
+/// (the one with the longest transit), and on real torch_npu DBs it matches CANN's
+/// `CommAnalyzerTime.wait_time` to within 1 us for most ops. Both readers of the Ascend DB
+/// (`rlprof report`'s and `analyse --cluster`'s) fill one per collective.
 ///
 /// ```
-/// use rlprof_profiler::metrics::collective_wait;
-/// assert_eq!(collective_wait(&[(1, 2_000), (2, 5_000)]), 2_000);
-/// assert_eq!(collective_wait(&[]), 0);
+/// use rlprof_profiler::metrics::PlaneWaits;
+/// let mut w = PlaneWaits::default();
+/// assert_eq!(w.wait(), 0);
+/// w.add(1, 1_500);
+/// w.add(2, 5_000);
+/// w.add(1, 500);
+/// assert_eq!(w.wait(), 2_000);
 /// ```
-pub fn collective_wait(plane_waits: &[(i64, u64)]) -> u64 {
-    plane_waits.iter().map(|w| w.1).min().unwrap_or(0)
+#[derive(Debug, Default, Clone)]
+pub struct PlaneWaits(Vec<(i64, u64)>);
+
+impl PlaneWaits {
+    /// Adds a `Notify_Wait` task of `ns` on `plane`.
+    pub fn add(&mut self, plane: i64, ns: u64) {
+        match self.0.iter_mut().find(|w| w.0 == plane) {
+            Some(w) => w.1 += ns,
+            None => self.0.push((plane, ns)),
+        }
+    }
+
+    /// The collective's waiting time: the least of its planes' (0 without any wait task).
+    pub fn wait(&self) -> u64 {
+        self.0.iter().map(|w| w.1).min().unwrap_or(0)
+    }
 }
 
 #[cfg(test)]

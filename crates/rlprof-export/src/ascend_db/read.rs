@@ -52,8 +52,7 @@ pub struct DbRank {
 #[derive(Debug, Default, Clone)]
 struct OpTasks {
     bytes: u64,
-    /// `Notify_Wait` ns per plane that has any.
-    plane_waits: Vec<(i64, u64)>,
+    waits: metrics::PlaneWaits,
     peer: Option<i64>,
 }
 
@@ -230,11 +229,7 @@ fn read_inner(path: &Path) -> rusqlite::Result<DbRank> {
                     let e = per_op.entry(op).or_default();
                     e.bytes += size;
                     if wait {
-                        let dur = b.saturating_sub(a);
-                        match e.plane_waits.iter_mut().find(|w| w.0 == plane) {
-                            Some(w) => w.1 += dur,
-                            None => e.plane_waits.push((plane, dur)),
-                        }
+                        e.waits.add(plane, b.saturating_sub(a));
                     }
                     if peer.is_some() {
                         e.peer = peer;
@@ -264,16 +259,12 @@ fn read_inner(path: &Path) -> rusqlite::Result<DbRank> {
             conn.prepare("SELECT opName, startNs, endNs, groupName, opId FROM COMMUNICATION_OP")?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            let OpTasks {
-                bytes,
-                plane_waits,
-                peer,
-            } = r
+            let OpTasks { bytes, waits, peer } = r
                 .get::<_, Option<i64>>(4)?
                 .and_then(|op| per_op.get(&op))
                 .cloned()
                 .unwrap_or_default();
-            let wait = metrics::collective_wait(&plane_waits);
+            let wait = waits.wait();
             let group = s(r.get(3)?);
             let (start, end) = (
                 r.get::<_, i64>(1)?.max(0) as u64,

@@ -4,6 +4,7 @@
 use super::{Reader, Stop, int, opt};
 use crate::device_names::{device_track, is_sync_task};
 use crate::model::{Detail, Track};
+use rlprof_profiler::metrics::PlaneWaits;
 use rustc_hash::FxHashMap;
 
 /// One row of `COMMUNICATION_TASK_INFO`, keyed by its globalTaskId.
@@ -23,16 +24,8 @@ pub(super) struct CommTaskInfo {
 #[derive(Default, Clone)]
 pub(super) struct CommTasks {
     bytes: u64,
-    /// `Notify_Wait` time per plane that has any.
-    plane_waits: Vec<(i64, u64)>,
+    waits: PlaneWaits,
     peer: Option<i64>,
-}
-
-impl CommTasks {
-    /// The op's waiting time ([`rlprof_profiler::metrics::collective_wait`]).
-    fn wait(&self) -> u64 {
-        rlprof_profiler::metrics::collective_wait(&self.plane_waits)
-    }
 }
 
 impl Reader<'_, '_> {
@@ -148,11 +141,7 @@ impl Reader<'_, '_> {
                 let t = per_op.entry(c.op).or_default();
                 t.bytes += c.bytes;
                 if c.wait {
-                    let dur = (end - start).max(0) as u64;
-                    match t.plane_waits.iter_mut().find(|w| w.0 == c.plane) {
-                        Some(w) => w.1 += dur,
-                        None => t.plane_waits.push((c.plane, dur)),
-                    }
+                    t.waits.add(c.plane, (end - start).max(0) as u64);
                 }
                 if c.peer.is_some() {
                     t.peer = c.peer;
@@ -245,7 +234,7 @@ impl Reader<'_, '_> {
                 .unwrap_or_default();
             let d = Detail {
                 bytes: Some(t.bytes),
-                wait_ns: Some(t.wait()),
+                wait_ns: Some(t.waits.wait()),
                 group: self.text_of(opt(r, 3)?).filter(|g| g != "default_group"),
                 peer: t.peer.filter(|&p| p != rank && p >= 0).map(|p| p as u32),
                 ..Detail::default()
