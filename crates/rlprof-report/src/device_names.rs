@@ -32,11 +32,15 @@ pub fn is_hccl_transfer(name: &str) -> bool {
 /// The track of an Ascend device task from its name and, when known, its task type /
 /// accelerator core (`AI_CORE`, `AI_VECTOR_CORE`, `HCCL`, `COMMUNICATION`, `MEMCPY_ASYNC`, ...):
 /// collectives as msprof-analyze tells them (`HCCL`/`COMMUNICATION` tasks, names starting with
-/// `hcom`, `hccl`, `lccl`, `lcoc`), copies, or compute kernels.
+/// `hcom`, `hccl`, `lccl`, `lcoc`), copies, compute kernels, or, for stream synchronisation
+/// ([`is_sync_task`], by name or type: torch_npu names such tasks by their type), a user range
+/// that stays on the timeline but is not device work.
 pub fn device_track(name: &str, task_type: Option<&str>) -> Track {
     let ty = task_type.unwrap_or("");
     let upper_has = |s: &str, w: &str| s.to_ascii_uppercase().contains(w);
-    if ty.eq_ignore_ascii_case("HCCL")
+    if is_sync_task(name) || is_sync_task(ty) {
+        Track::User
+    } else if ty.eq_ignore_ascii_case("HCCL")
         || ty.eq_ignore_ascii_case("COMMUNICATION")
         || is_comm_name(name)
         || is_hccl_transfer(name)

@@ -39,9 +39,7 @@ pub fn apply<'n>(
         let name = names.get(e.name as usize).map(String::as_str).unwrap_or("");
         match process(e.thread) {
             "Ascend Hardware" => {
-                e.track = if crate::device_names::is_sync_task(name)
-                    || (collectives_apart && crate::device_names::is_hccl_transfer(name))
-                {
+                e.track = if collectives_apart && crate::device_names::is_hccl_transfer(name) {
                     Track::User
                 } else {
                     crate::device_names::device_track(name, None)

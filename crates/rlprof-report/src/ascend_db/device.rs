@@ -2,7 +2,7 @@
 //! `COMMUNICATION_OP` with `COMMUNICATION_TASK_INFO` (collectives, their bytes and waits).
 
 use super::{Reader, Stop, int, opt};
-use crate::device_names::{device_track, is_sync_task};
+use crate::device_names::device_track;
 use crate::model::{Detail, Track};
 use rlprof_profiler::metrics::PlaneWaits;
 use rustc_hash::FxHashMap;
@@ -97,7 +97,7 @@ impl Reader<'_, '_> {
     /// - a compute task (`COMPUTE_TASK_INFO`) is a kernel (or a copy) named by its info;
     /// - any other task is named by its task type: the collective's own record on its stream
     ///   (launched by the op's connection id) is left out, as it repeats the op; stream
-    ///   synchronisation ([`is_sync_task`]) stays on the timeline as a user range, not device
+    ///   synchronisation ([`crate::device_names::is_sync_task`]) stays on the timeline as a user range, not device
     ///   work; where the DB has compute infos, the rest are not kernels either (copies stay
     ///   copies: [`Self::task_track`]).
     pub(super) fn read_tasks(
@@ -208,9 +208,6 @@ impl Reader<'_, '_> {
     /// computing, and so do `analyse --cluster` and this report, so the three agree.
     fn task_track(&self, ty: Option<i64>, infos: bool) -> Track {
         let ty = ty.and_then(|i| self.text.get(&i)).map(String::as_str);
-        if ty.is_some_and(is_sync_task) {
-            return Track::User;
-        }
         match device_track(ty.unwrap_or(""), ty) {
             Track::Kernel if infos => Track::User,
             t => t,
