@@ -137,64 +137,50 @@ pub fn load_ascend(out_dir: &Path, group: &str, limits: &Limits) -> Result<Profi
     Ok(p)
 }
 
-/// The ops of `operator_memory.csv` on the `memory_record.csv` curve, when that is where the
-/// curve came from
-/// ([`attribute_allocations`]), read with the curve's own unit conversions so that equal cells
-/// give equal keys.
+/// The ops of `operator_memory.csv` on the `memory_record.csv` curve
+/// ([`attribute_allocations`]), when that is where the curve came from (memory events of
+/// `trace_view.json` carry their own addresses and ops), read with the curve's own unit
+/// conversions so that equal cells give equal keys.
 fn attribute_operator_memory(p: &mut Profile) {
-    // Only a curve of totals alone (memory_record.csv's): memory events of trace_view.json
-    // carry their own addresses and ops.
     if p.memory.iter().any(|m| m.addr != 0 || m.op != NONE) {
         return;
     }
-    let Some(t) = p.tables.iter().find(|t| t.title == "operator_memory.csv") else {
+    let Some(i) = p
+        .tables
+        .iter()
+        .position(|t| t.title == "operator_memory.csv")
+    else {
         return;
     };
+    // Out of the profile while its names are interned, then back.
+    let t = std::mem::take(&mut p.tables[i]);
     let col = |n: &str| t.columns.iter().position(|c| c == n);
-    let (Some(name), Some(at), Some(at_total)) = (
+    let (name, at, at_total) = (
         col("Name"),
         col("Allocation Time(us)"),
         col("Allocation Total Allocated(MB)"),
-    ) else {
-        return;
-    };
+    );
     let (release, release_total, dev) = (
         col("Release Time(us)"),
         col("Release Total Allocated(MB)"),
         col("Device Type"),
     );
-    fn cell(row: &[String], c: Option<usize>) -> &str {
-        c.and_then(|c| row.get(c)).map(String::as_str).unwrap_or("")
-    }
-    let ns = |s: &str| number(s).map(|us| (us * 1000.0).round() as i64);
-    let bytes = |s: &str| number(s).map(|mb| (mb * MIB).round() as i64);
-    type Row = (String, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
-    let rows: Vec<Row> = t
+    let allocations: Vec<OpAllocation> = t
         .rows
         .iter()
-        .filter(|r| !cell(r, dev).to_ascii_uppercase().starts_with("CPU"))
-        .map(|r| {
-            (
-                cell(r, Some(name)).to_string(),
-                ns(cell(r, Some(at))),
-                bytes(cell(r, Some(at_total))),
-                ns(cell(r, release)),
-                bytes(cell(r, release_total)),
-            )
-        })
-        .collect();
-    let allocations: Vec<OpAllocation> = rows
-        .into_iter()
-        .filter_map(|(op, at, total_at, rel, rel_total)| {
+        .filter(|r| !is_host(field(r, dev)))
+        .filter_map(|r| {
             Some(OpAllocation {
-                op: p.intern(&op),
+                at: us_to_ns(field(r, at))?,
+                op: p.intern(field(r, name)),
                 size: 0,
-                at: at?,
-                total_at,
-                release: rel.map(|t| (t, rel_total)),
+                total_at: mb_to_bytes(field(r, at_total)),
+                release: us_to_ns(field(r, release))
+                    .map(|t| (t, mb_to_bytes(field(r, release_total)))),
             })
         })
         .collect();
+    p.tables[i] = t;
     attribute_allocations(&mut p.memory, &allocations);
 }
 
@@ -274,24 +260,42 @@ fn load_memory_record(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(
     };
     let comp = col("Component");
     let dev = col("Device Type");
-    fn get(row: &[String], c: Option<usize>) -> &str {
-        c.and_then(|c| row.get(c)).map(String::as_str).unwrap_or("")
-    }
-    let has_pta = t.rows.iter().any(|r| get(r, comp) == "PTA");
+    let has_pta = t.rows.iter().any(|r| field(r, comp) == "PTA");
     let mut rows: Vec<(i64, i64)> = t
         .rows
         .iter()
-        .filter(|r| !has_pta || get(r, comp) == "PTA")
-        .filter(|r| !get(r, dev).to_ascii_uppercase().starts_with("CPU"))
+        .filter(|r| !has_pta || field(r, comp) == "PTA")
+        .filter(|r| !is_host(field(r, dev)))
         .filter_map(|r| {
-            let t_us = number(get(r, Some(ts)))?;
-            let mb = number(get(r, Some(total)))?;
-            Some(((t_us * 1000.0).round() as i64, (mb * MIB).round() as i64))
+            Some((
+                us_to_ns(field(r, Some(ts)))?,
+                mb_to_bytes(field(r, Some(total)))?,
+            ))
         })
         .collect();
     rows.sort_by_key(|r| r.0);
     p.memory.extend(memory_from_totals(rows));
     Ok(())
+}
+
+/// A row's field in column `c` (empty when the column or the cell is missing).
+fn field(row: &[String], c: Option<usize>) -> &str {
+    c.and_then(|c| row.get(c)).map(String::as_str).unwrap_or("")
+}
+
+/// A `Device Type` cell of host memory (`CPU`).
+fn is_host(device_type: &str) -> bool {
+    device_type.to_ascii_uppercase().starts_with("CPU")
+}
+
+/// Integer nanoseconds of a microsecond cell.
+fn us_to_ns(s: &str) -> Option<i64> {
+    number(s).map(|us| (us * 1000.0).round() as i64)
+}
+
+/// Bytes of a torch_npu "MB" cell.
+fn mb_to_bytes(s: &str) -> Option<i64> {
+    number(s).map(|mb| (mb * MIB).round() as i64)
 }
 
 /// Bytes in torch_npu's "MB".
@@ -449,7 +453,7 @@ fn load_kernel_details(path: &Path, p: &mut Profile, limits: &Limits) -> Result<
     let op_type = col(&["Type"]);
     let step = col(&["Step Id", "Step ID"]);
     let stream = col(&["Stream ID", "Stream Id"]);
-    let us = |s: &str| (number(s).unwrap_or(0.0) * 1000.0).round() as i64;
+    let us = |s: &str| us_to_ns(s).unwrap_or(0);
     let mut lanes: Vec<String> = Vec::new();
     for (i, row) in t.rows.iter().enumerate() {
         if i as u64 >= limits.max_events {
@@ -459,7 +463,7 @@ fn load_kernel_details(path: &Path, p: &mut Profile, limits: &Limits) -> Result<
                 limit: limits.max_events,
             });
         }
-        let get = |c: Option<usize>| c.and_then(|c| row.get(c)).map(String::as_str).unwrap_or("");
+        let get = |c: Option<usize>| field(row, c);
         let task = get(ty);
         let mut track = device_track(get(Some(name)), Some(task));
         if track == Track::Kernel && is_comm_name(get(op_type)) {

@@ -47,12 +47,7 @@ impl Reader<'_, '_> {
 
     /// Communication tasks by globalTaskId.
     pub(super) fn read_comm_task_info(&mut self) -> rusqlite::Result<FxHashMap<i64, CommTaskInfo>> {
-        let wait_ids: Vec<i64> = self
-            .text
-            .iter()
-            .filter(|(_, v)| v.as_str() == "Notify_Wait")
-            .map(|(k, _)| *k)
-            .collect();
+        let wait_id = self.string_id("Notify_Wait");
         let mut m = FxHashMap::default();
         let mut st = self.select(
             "COMMUNICATION_TASK_INFO",
@@ -72,11 +67,8 @@ impl Reader<'_, '_> {
                 continue;
             };
             let size = opt(r, 2)?.unwrap_or(0).max(0) as u64;
-            let name: Option<i64> = opt(r, 3)?;
-            let ty: Option<i64> = opt(r, 4)?;
-            let wait = [name, ty]
-                .iter()
-                .any(|x| x.is_some_and(|i| wait_ids.contains(&i)));
+            // torch_npu names the task's kind in `taskType` (`name` is its op's); ours in both.
+            let wait = wait_id.is_some() && (opt(r, 3)? == wait_id || opt(r, 4)? == wait_id);
             let peer = opt(r, 5)?;
             m.insert(
                 gid,

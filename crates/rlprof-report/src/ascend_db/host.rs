@@ -79,7 +79,7 @@ impl Reader<'_, '_> {
                     _ => Track::Op,
                 }
             };
-            let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
+            let thread = self.host_thread(tid);
             let mut e = self.event(start, end, name, thread, track);
             if track == Track::Op {
                 let key = (opt(r, 4)?, opt(r, 5)?, opt(r, 6)?);
@@ -146,7 +146,7 @@ impl Reader<'_, '_> {
                 _ => Track::Api,
             };
             let tid: i64 = opt(r, 3)?.unwrap_or(0);
-            let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
+            let thread = self.host_thread(tid);
             let name = self.name(opt(r, 5)?);
             let e = self.event(int(r, 0)?, int(r, 1)?, name, thread, track);
             self.push(e)?;
@@ -155,11 +155,7 @@ impl Reader<'_, '_> {
     }
 
     pub(super) fn read_mstx(&mut self) -> Result<(), Stop> {
-        let rlprof = self
-            .text
-            .iter()
-            .find(|(_, v)| v.as_str() == "rlprof")
-            .map(|(k, _)| *k);
+        let rlprof = self.string_id("rlprof");
         let mut st = self.select(
             "MSTX_EVENTS",
             &[
@@ -187,7 +183,7 @@ impl Reader<'_, '_> {
                 Track::User
             };
             let tid: i64 = opt(r, 4)?.unwrap_or(0);
-            let thread = self.thread(tid, || format!("thread {}", tid & 0xffff_ffff));
+            let thread = self.host_thread(tid);
             let name = self.name(opt(r, 3)?);
             let e = self.event(int(r, 0)?, int(r, 1)?, name, thread, track);
             self.push(e)?;

@@ -94,11 +94,7 @@ impl Reader<'_, '_> {
     /// every row, of devices only. torch_npu interleaves `PTA`, `GE`, `PTA+GE` and `WORKSPACE`
     /// series in the table, each a total of its own, so they are never mixed into one.
     fn read_memory_record(&mut self) -> rusqlite::Result<Vec<(i64, i64)>> {
-        let pta = self
-            .text
-            .iter()
-            .find(|(_, v)| v.as_str() == "PTA")
-            .map(|(k, _)| *k);
+        let pta = self.string_id("PTA");
         let mut st = self.select(
             "MEMORY_RECORD",
             &["timestamp", "totalAllocated", "component", "deviceId"],

@@ -85,7 +85,7 @@ pub fn load_db(path: &Path, group: &str, limits: &Limits) -> Result<Profile, Rep
         rank_of(path).unwrap_or(0),
         group.to_string(),
     );
-    let mut r = Reader::new(&conn, &mut p, path, limits).map_err(&err)?;
+    let mut r = Reader::new(&conn, &mut p, limits);
     r.read_all().map_err(|e| match e {
         Stop::Sql(e) => err(e),
         Stop::Limit => ReportError::Limit {
@@ -130,13 +130,8 @@ struct Reader<'c, 'p> {
     origin: i64,
 }
 impl<'c, 'p> Reader<'c, 'p> {
-    fn new(
-        conn: &'c Connection,
-        p: &'p mut Profile,
-        _path: &Path,
-        limits: &Limits,
-    ) -> rusqlite::Result<Self> {
-        Ok(Reader {
+    fn new(conn: &'c Connection, p: &'p mut Profile, limits: &Limits) -> Self {
+        Reader {
             conn,
             p,
             max_events: limits.max_events,
@@ -146,7 +141,7 @@ impl<'c, 'p> Reader<'c, 'p> {
             op_details: FxHashMap::default(),
             kernel_tracks: Vec::new(),
             origin: 0,
-        })
+        }
     }
 
     fn has(&self, table: &str) -> rusqlite::Result<bool> {
@@ -242,6 +237,19 @@ impl<'c, 'p> Reader<'c, 'p> {
             Some(&i) => i,
             None => self.p.intern(""),
         }
+    }
+
+    /// The id of a `STRING_IDS` value (`rlprof`, `PTA`, `Notify_Wait`, ...), if the DB has it.
+    fn string_id(&self, value: &str) -> Option<i64> {
+        self.text
+            .iter()
+            .find(|(_, v)| v.as_str() == value)
+            .map(|(k, _)| *k)
+    }
+
+    /// The thread of a host thread id (`globalTid`).
+    fn host_thread(&mut self, tid: i64) -> u32 {
+        self.thread(tid, || format!("thread {}", tid & 0xffff_ffff))
     }
 
     fn text_of(&self, id: Option<i64>) -> Option<String> {

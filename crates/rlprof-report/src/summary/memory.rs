@@ -32,11 +32,13 @@ pub(super) fn memory(
     // live: an empty list, not one made-up allocation.
     let attributed = mem.iter().any(|m| m.addr != 0 || m.op != NONE);
     let mut live: FxHashMap<u64, (i64, u32)> = FxHashMap::default();
-    for m in mem[..=peak_i].iter().filter(|_| attributed) {
-        if m.delta >= 0 {
-            live.insert(m.addr, (m.delta, m.op));
-        } else {
-            live.remove(&m.addr);
+    if attributed {
+        for m in &mem[..=peak_i] {
+            if m.delta >= 0 {
+                live.insert(m.addr, (m.delta, m.op));
+            } else {
+                live.remove(&m.addr);
+            }
         }
     }
     let mut by_op: FxHashMap<u32, (i64, u64)> = FxHashMap::default();
