@@ -29,6 +29,16 @@ fn report_json(path: &Path) -> Value {
     serde_json::from_str(&render_json(&summarise(&loaded)).unwrap()).unwrap()
 }
 
+/// The kind (`op`, `api`, `kernel`, ...) of the top-table row named `name`.
+fn top_kind(report: &Value, name: &str) -> Option<String> {
+    report["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .map(|r| r["kind"].as_str().unwrap().to_string())
+}
+
 fn ns(v: &Value) -> i64 {
     let us = match v {
         Value::String(s) => s.trim().parse::<f64>().unwrap(),
@@ -444,14 +454,7 @@ fn kineto_2021_categories_are_read_case_insensitively() {
         &[(170_000, 180_000)],
     );
     check_device(rank, &want);
-    let kind = |n: &str| {
-        report["top"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == n)
-            .map(|r| r["kind"].as_str().unwrap().to_string())
-    };
+    let kind = |n: &str| top_kind(&report, n);
     assert_eq!(kind("aten::mm").as_deref(), Some("op"));
     assert_eq!(kind("cudaLaunchKernel").as_deref(), Some("api"));
     assert_eq!(kind("volta_sgemm").as_deref(), Some("kernel"));
@@ -479,14 +482,7 @@ fn other_accelerators_categories_give_kernels_and_api_calls() {
         rank,
         &expected(&[(120_000, 160_000), (165_000, 185_000)], &[], &[]),
     );
-    let kind = |n: &str| {
-        report["top"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == n)
-            .map(|r| r["kind"].as_str().unwrap().to_string())
-    };
+    let kind = |n: &str| top_kind(&report, n);
     assert_eq!(kind("fused_gemm").as_deref(), Some("kernel"));
     for api in ["mtiaLaunch", "urEnqueueKernelLaunch", "devLaunch"] {
         assert_eq!(kind(api).as_deref(), Some("api"), "{api}");
@@ -542,13 +538,10 @@ fn hccl_stream_tasks_and_stream_waits_are_not_kernels() {
         .collect();
     assert_eq!(comm, ["hcom_allReduce__586_0_1"]);
     // torch_npu's task queue is the runtime layer, as its DB's `queue` API type is read.
-    let kind = report["top"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "Enqueue@MatMul")
-        .map(|r| r["kind"].clone());
-    assert_eq!(kind, Some(serde_json::json!("runtime")));
+    assert_eq!(
+        top_kind(&report, "Enqueue@MatMul").as_deref(),
+        Some("runtime")
+    );
 }
 
 /// `kernel_details.csv`: HCCL tasks are communication, `Step Id` gives the steps, a lane per
