@@ -1,5 +1,6 @@
 //! The subcommands' implementations.
 
+use crate::output::{outln, print_out, train_line};
 use anyhow::Result;
 use rlprof_profiler::config::{self, Selection};
 use std::path::{Path, PathBuf};
@@ -83,9 +84,9 @@ pub(crate) fn config_show(sel: &Selection, overrides: &[String], json: bool) -> 
         }
     };
     if json {
-        println!("{}", config::show_json(&tree.tree));
+        outln!("{}", config::show_json(&tree.tree))?;
     } else {
-        print!("{}", config::show_yaml(&tree.tree));
+        print_out(format_args!("{}", config::show_yaml(&tree.tree)))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -118,12 +119,12 @@ pub(crate) fn config_check(
         eprintln!("warning: {w}");
     }
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&config::plan_json(&plan))?
-        );
+        )?;
     } else {
-        println!("{}", config::describe(&plan));
+        outln!("{}", config::describe(&plan))?;
     }
     for w in &plan.warnings {
         eprintln!("warning: {w}");
@@ -164,7 +165,7 @@ pub(crate) fn train(sel: &Selection, overrides: &[String], quiet: bool) -> Resul
     let total = tcfg.trainer.total_training_steps;
     let say = |line: String| {
         if rank == 0 {
-            println!("{line}");
+            train_line(format_args!("{line}"));
         }
     };
     say(format!(
@@ -212,7 +213,7 @@ pub(crate) fn train(sel: &Selection, overrides: &[String], quiet: bool) -> Resul
             if s == t {
                 wb.finish();
                 if plain {
-                    println!("warm-up: {t} steps, loss {loss:.4}");
+                    train_line(format_args!("warm-up: {t} steps, loss {loss:.4}"));
                 }
             }
         })),
@@ -227,7 +228,7 @@ pub(crate) fn train(sel: &Selection, overrides: &[String], quiet: bool) -> Resul
                 m.reward_mean, m.accuracy, step_s, m.tokens_per_s
             );
             if plain {
-                println!("{}", crate::output::step_line(m));
+                train_line(format_args!("{}", crate::output::step_line(m)));
             } else if shown {
                 pb.println(format!("step {:>3}: {line}", m.step));
             }
@@ -260,18 +261,18 @@ pub(crate) fn train(sel: &Selection, overrides: &[String], quiet: bool) -> Resul
         ranks.finish();
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    train_line(format_args!(
         "trained {} steps on {} rank(s) in {:.1}s; metrics: {}",
         summary.steps,
         summary.world_size,
         summary.wall_s,
         summary.metrics_path.display()
-    );
+    ));
     if let Some(last) = summary.metrics.last() {
-        println!(
+        train_line(format_args!(
             "last step: reward {:.3}, accuracy {:.2}",
             last.reward_mean, last.accuracy
-        );
+        ));
     }
     print_collections(&profiler, rank);
     ranks.finish();
@@ -306,11 +307,16 @@ fn print_collections(profiler: &rlprof_profiler::Profiler, rank: usize) {
     };
     let done = profiler.completed();
     if done.is_empty() {
-        println!("{who}profiling: nothing collected (no listed step ran on a selected rank)");
+        train_line(format_args!(
+            "{who}profiling: nothing collected (no listed step ran on a selected rank)"
+        ));
     } else {
-        println!("{who}profiling: {} collection(s):", done.len());
+        train_line(format_args!(
+            "{who}profiling: {} collection(s):",
+            done.len()
+        ));
         for c in &done {
-            println!(
+            train_line(format_args!(
                 "  {} (rank {}, {} events, {} KiB{})",
                 c.dir.display(),
                 c.rank,
@@ -321,7 +327,7 @@ fn print_collections(profiler: &rlprof_profiler::Profiler, rank: usize) {
                 } else {
                     ""
                 }
-            );
+            ));
         }
     }
 }
@@ -425,10 +431,10 @@ pub(crate) fn analyse(path: &Path, jobs: usize, cluster: bool) -> Result<ExitCod
     if report.found == 0 && cluster {
         let dbs = rlprof_export::ascend_db::read::find_dbs(path).len();
         if dbs > 0 {
-            println!(
+            outln!(
                 "no raw data below {}; the cluster analysis reads its {dbs} Ascend profiler DB(s)",
                 path.display()
-            );
+            )?;
             return Ok(ExitCode::SUCCESS);
         }
     }
@@ -465,19 +471,19 @@ pub(crate) fn analyse(path: &Path, jobs: usize, cluster: bool) -> Result<ExitCod
         }
     }
     if report.parsed() == 0 && report.failed() == 0 && report.busy() == 0 {
-        println!(
+        outln!(
             "nothing to do: all {} collection(s) below {} are already parsed",
             report.found,
             path.display()
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "parsed {} collection(s), {} already parsed, {} in flight, {} failed",
             report.parsed(),
             report.skipped(),
             report.busy(),
             report.failed()
-        );
+        )?;
     }
     Ok(if report.failed() == 0 {
         ExitCode::SUCCESS
@@ -502,11 +508,14 @@ pub(crate) fn cluster(path: &Path) -> Result<ExitCode> {
         path.parent().unwrap_or(Path::new(".")).to_path_buf()
     };
     let files = rlprof_export::cluster::write_outputs(&rep, &dir.join("cluster_analysis"))?;
-    print!("{}", rlprof_export::cluster::render_table(&rep));
-    println!(
+    print_out(format_args!(
+        "{}",
+        rlprof_export::cluster::render_table(&rep)
+    ))?;
+    outln!(
         "cluster analysis written to {}",
         dir.join("cluster_analysis").display()
-    );
+    )?;
     tracing::debug!("{files:?}");
     Ok(ExitCode::SUCCESS)
 }
@@ -551,7 +560,11 @@ pub(crate) fn report(
             crate::output::write_report(out, force, render)?;
             eprintln!("report written to {}", out.display());
         }
-        None => render(&mut std::io::stdout().lock())?,
+        None => {
+            let mut o = std::io::stdout().lock();
+            render(&mut o)?;
+            std::io::Write::flush(&mut o).map_err(crate::output::StdoutFailed)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -191,10 +191,7 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
+        Err(e) => output::exit_code_of(&e),
     }
 }
 

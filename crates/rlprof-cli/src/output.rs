@@ -2,7 +2,75 @@
 //! schedulers): progress bars only on a terminal; off a terminal, every message a bar would
 //! have shown is a plain line, and nothing carries ANSI colour codes.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Standard output failed: a full device (`> /dev/full`) or a reader that went away. `main`
+/// ends the command on it quietly with the conventional status (141 for a closed pipe, as a
+/// process killed by SIGPIPE; 1 with a message for any other write error, as coreutils do).
+#[derive(Debug)]
+pub(crate) struct StdoutFailed(pub(crate) std::io::Error);
+
+impl std::fmt::Display for StdoutFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "standard output: {}", self.0)
+    }
+}
+
+impl std::error::Error for StdoutFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// Writes `args` to standard output and flushes it, so that a failed write is seen here (not
+/// lost at exit, nor a panic in `println!`).
+pub(crate) fn print_out(args: std::fmt::Arguments<'_>) -> Result<(), StdoutFailed> {
+    let mut o = std::io::stdout().lock();
+    o.write_fmt(args)
+        .and_then(|()| o.flush())
+        .map_err(StdoutFailed)
+}
+
+/// `println!` that returns a [`StdoutFailed`] instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::print_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use outln;
+
+/// Set once standard output has failed during `train`.
+static TRAIN_STDOUT_GONE: AtomicBool = AtomicBool::new(false);
+
+/// A line of `train`'s output. Training never stops or panics because its reader went away
+/// (`rlprof train | head -2`) or the disk of a redirected log filled: the first failure is said
+/// once on stderr and later lines are dropped, while training and its collections go on.
+pub(crate) fn train_line(args: std::fmt::Arguments<'_>) {
+    if TRAIN_STDOUT_GONE.load(Ordering::Relaxed) {
+        return;
+    }
+    if let Err(e) = print_out(format_args!("{args}\n")) {
+        if !TRAIN_STDOUT_GONE.swap(true, Ordering::Relaxed) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "rlprof train: {e}; training goes on without printing to it"
+            );
+        }
+    }
+}
+
+/// The exit status for an error of a command: [`StdoutFailed`] ends quietly (141 for a closed
+/// pipe) or with its message and 1; anything else prints `error: ...` and gives 1.
+pub(crate) fn exit_code_of(e: &anyhow::Error) -> std::process::ExitCode {
+    if let Some(StdoutFailed(io)) = e.downcast_ref::<StdoutFailed>() {
+        if io.kind() == std::io::ErrorKind::BrokenPipe {
+            return std::process::ExitCode::from(141);
+        }
+    }
+    let _ = writeln!(std::io::stderr(), "error: {e:#}");
+    std::process::ExitCode::FAILURE
+}
 
 /// Whether stderr (where bars and logs go) is a terminal.
 pub(crate) fn stderr_is_terminal() -> bool {
@@ -86,6 +154,16 @@ pub(crate) fn check_report_target(out: &std::path::Path, force: bool) -> anyhow:
     if real.is_dir() {
         anyhow::bail!(
             "{}: is a directory; give a file name with -o",
+            out.display()
+        );
+    }
+    // A device node, FIFO or socket is never replaced by (nor written as) a report, even with
+    // --force: as root, `-o /dev/null --force` would otherwise replace /dev/null.
+    if let Ok(m) = std::fs::metadata(&real)
+        && !m.file_type().is_file()
+    {
+        anyhow::bail!(
+            "{}: not a regular file; a report is written only to a regular file",
             out.display()
         );
     }

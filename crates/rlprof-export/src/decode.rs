@@ -225,7 +225,19 @@ pub fn incomplete(idx: &Index) -> Option<String> {
             idx.valid_bytes
         ));
     }
-    if idx.meta.discrete || idx.truncated.is_some() {
+    if idx.truncated.is_some() {
+        return None;
+    }
+    // Without a cap, dropped events are lost ones (a failed or panicking write while
+    // collecting): the data are not all there.
+    if let Some((_, dropped)) = idx.end
+        && dropped > 0
+    {
+        return Some(format!(
+            "{dropped} event(s) were lost while collecting (a write failed or panicked)"
+        ));
+    }
+    if idx.meta.discrete {
         return None;
     }
     let missing: Vec<u64> = idx

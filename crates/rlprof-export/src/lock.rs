@@ -36,13 +36,8 @@ pub enum Acquired {
 /// Locks the collection `dir`, waiting for other holders when `wait` is set.
 pub fn lock_collection(dir: &Path, wait: bool) -> Result<Acquired, ExportError> {
     let path = dir.join(COLLECTION_LOCK);
-    let file = match File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-    {
+    // Never through a planted link (rlprof_profiler::safe_fs).
+    let file = match rlprof_profiler::safe_fs::open_or_create(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.is_dir() => {
             return Ok(Acquired::Gone);

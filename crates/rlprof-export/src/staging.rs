@@ -26,7 +26,7 @@ pub fn staging_name(path: &Path) -> PathBuf {
 /// Writes `bytes` to `path` through a staging file and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
     let tmp = staging_name(path);
-    if let Err(e) = std::fs::write(&tmp, bytes) {
+    if let Err(e) = rlprof_profiler::safe_fs::write(&tmp, bytes) {
         let _ = std::fs::remove_file(&tmp);
         return Err(ExportError::io(&tmp)(e));
     }

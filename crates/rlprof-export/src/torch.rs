@@ -20,7 +20,6 @@ use crate::memory::{MemTracker, SnapshotBuilder};
 use crate::pipe::Pipe;
 use crate::staging::{remove_leftovers_of, staging_name};
 use flate2::write::GzEncoder;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -86,7 +85,7 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
         let p = p.to_path_buf();
         move |source| ExportError::Io { path: p, source }
     };
-    let f = File::create(&tmp).map_err(io(&tmp))?;
+    let f = rlprof_profiler::safe_fs::create(&tmp).map_err(io(&tmp))?;
     let gz = GzEncoder::new(
         BufWriter::with_capacity(1 << 20, f),
         flate2::Compression::fast(),
@@ -150,7 +149,12 @@ pub fn export_memory(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportErro
     if let Some(s) = builder.finish(idx, &tracker) {
         snaps.push(write_snapshot(dir, idx, &s));
     }
-    // Steps with no memory event still get their (empty) snapshot.
+    // A snapshot that failed to write (a full disk) fails the export: the collection stays
+    // unparsed (no marker) and a later `analyse` writes it again. It is never replaced by the
+    // empty snapshot below, which only steps with no memory event at all get.
+    if let Some(Err(_)) = snaps.iter().find(|r| r.is_err()) {
+        return snaps.into_iter().map(|r| r.map(|(_, p)| p)).collect();
+    }
     let have: Vec<u64> = snaps
         .iter()
         .filter_map(|r| r.as_ref().ok().map(|(s, _)| *s))

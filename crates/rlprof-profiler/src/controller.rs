@@ -95,10 +95,7 @@ type RankEntry = (
 pub type RawOpener = fn(&Path) -> std::io::Result<std::fs::File>;
 
 fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::File::options()
-        .write(true)
-        .create_new(true)
-        .open(path)
+    crate::safe_fs::create_new(path)
 }
 
 /// The per-process profiler: owns the plan; hands out one [`RankProfiler`] per rank.

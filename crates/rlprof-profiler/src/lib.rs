@@ -33,6 +33,7 @@ pub mod plan;
 pub mod raw;
 pub mod record;
 pub mod recorder;
+pub mod safe_fs;
 pub mod tracing_layer;
 
 pub use api::{

@@ -15,9 +15,20 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The real trace under `$RLPROF_FIXTURES/real` (default: `../shared/fixtures` beside the
+/// checkout); panics when it is absent.
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/real/hta_negative_queue_16w")
+    let root = std::env::var_os("RLPROF_FIXTURES").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
+        PathBuf::from,
+    );
+    let path = root.join("real/hta_negative_queue_16w");
+    assert!(
+        path.exists(),
+        "{} is missing: set RLPROF_FIXTURES",
+        path.display()
+    );
+    path
 }
 
 fn union_len(mut v: Vec<(i64, i64)>) -> i64 {
@@ -89,7 +100,7 @@ fn close(what: &str, ours: f64, theirs: f64, of: f64) {
 }
 
 #[test]
-#[ignore = "needs HolisticTraceAnalysis"]
+#[ignore = "needs HolisticTraceAnalysis and ../shared/fixtures"]
 fn device_figures_match_holistic_trace_analysis() {
     let venv =
         std::env::var("RLPROF_VENV").expect("RLPROF_VENV (a venv with HolisticTraceAnalysis)");

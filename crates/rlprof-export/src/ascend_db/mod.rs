@@ -67,7 +67,8 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
         std::fs::remove_dir_all(&final_dir).map_err(ExportError::io(&final_dir))?;
     }
     std::fs::rename(&tmp, &final_dir).map_err(ExportError::io(&final_dir))?;
-    std::fs::write(final_dir.join("analyse.done"), b"").map_err(ExportError::io(&final_dir))?;
+    rlprof_profiler::safe_fs::write(&final_dir.join("analyse.done"), b"")
+        .map_err(ExportError::io(&final_dir))?;
     outputs.push(final_dir.join(db_name));
     outputs.push(final_dir.join(ANALYSIS_DB));
     Ok(outputs)

@@ -68,7 +68,8 @@ pub fn export_text(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError>
         std::fs::remove_dir_all(&final_dir).map_err(ExportError::io(&final_dir))?;
     }
     std::fs::rename(&tmp, &final_dir).map_err(ExportError::io(&final_dir))?;
-    std::fs::write(final_dir.join("analyse.done"), b"").map_err(ExportError::io(&final_dir))?;
+    rlprof_profiler::safe_fs::write(&final_dir.join("analyse.done"), b"")
+        .map_err(ExportError::io(&final_dir))?;
     outputs.extend(files.iter().map(|f| final_dir.join(f)));
     Ok(outputs)
 }

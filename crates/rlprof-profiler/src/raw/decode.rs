@@ -146,9 +146,13 @@ impl std::fmt::Display for RawWarning {
     }
 }
 
-/// Whether pass 2 validates records: always, except in the benchmark-only build with the
-/// `bench-no-validation` feature, which measures what the validation costs (BENCHMARKS.md).
-const VALIDATE: bool = !cfg!(feature = "bench-no-validation");
+/// Whether pass 2 validates records: always, except in a benchmark-only build with
+/// `RUSTFLAGS="--cfg rlprof_bench_no_validation"`, which measures what the validation costs
+/// (BENCHMARKS.md). It reads impossible records as they are, so it is never a build that reads
+/// real data (the validation tests fail under it, as they should). A `--cfg` flag rather than a
+/// feature: a feature would be unified across the workspace, so any crate that enabled it would
+/// turn validation off for every other crate in the same build.
+const VALIDATE: bool = !cfg!(rlprof_bench_no_validation);
 
 /// Bad records met by one replay: `(first offset, count)` per case, and the first unknown kind.
 #[derive(Debug, Default, Clone, Copy)]

@@ -374,8 +374,25 @@ impl Sink {
         self.write_locked(&mut w, tid, name, recs);
     }
 
-    /// Writes one thread's records, applying caps and failure handling.
+    /// Writes one thread's records, applying caps and failure handling. A panic while writing
+    /// (a bug, or a `tracing` layer that panics on the warning logged here) never reaches the
+    /// caller, which may be a training thread or the flusher: it is caught, and the records it
+    /// left neither written nor counted are counted as dropped, so that the end marker's
+    /// `dropped` says what was lost and `analyse` marks the collection partial with the count.
     fn write_locked(&self, w: &mut SinkWriter, tid: u32, name: &str, recs: &[Record]) {
+        // Both counters change only under the writer lock, which the caller holds.
+        let before = self.events.load(Ordering::Relaxed) + self.dropped.load(Ordering::Relaxed);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.write_locked_unguarded(w, tid, name, recs)
+        }));
+        if caught.is_err() {
+            let after = self.events.load(Ordering::Relaxed) + self.dropped.load(Ordering::Relaxed);
+            let unaccounted = (recs.len() as u64).saturating_sub(after - before);
+            self.dropped.fetch_add(unaccounted, Ordering::Relaxed);
+        }
+    }
+
+    fn write_locked_unguarded(&self, w: &mut SinkWriter, tid: u32, name: &str, recs: &[Record]) {
         if recs.is_empty() {
             return;
         }
@@ -434,23 +451,24 @@ impl Sink {
         match result {
             Ok(()) => {
                 if let Some(reason) = trunc {
+                    self.disable_ctx();
                     tracing::warn!(
                         file = %w.raw.path().display(),
                         "collection truncated: {} cap reached after {} events; later events dropped",
                         if reason == TruncReason::Events { "max_events" } else { "max_bytes" },
                         events + keep as u64
                     );
-                    self.disable_ctx();
                 }
             }
             Err(e) => {
                 self.dropped.fetch_add(keep as u64, Ordering::Relaxed);
-                if !self.failed.swap(true, Ordering::Relaxed) {
+                let first = !self.failed.swap(true, Ordering::Relaxed);
+                self.disable_ctx();
+                if first {
                     tracing::warn!(
                         "profiling data collection disabled for this collection, training continues: {e}"
                     );
                 }
-                self.disable_ctx();
             }
         }
     }
@@ -472,7 +490,10 @@ impl Sink {
         let mut w = self.writer.lock();
         self.drain_pending(&mut w);
         if !self.failed.load(Ordering::Relaxed) {
-            let r = (|| {
+            // A panic here (on the rank's thread, which ends the collection) must not end
+            // training: it is caught and the collection is failed, without an end marker, so
+            // `analyse` reads it as partial.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut pending: Vec<(u32, String)> = Vec::new();
                 let from = w.strings_written;
                 w.strings_written =
@@ -486,13 +507,21 @@ impl Sink {
                     self.events.load(Ordering::Relaxed),
                     self.dropped.load(Ordering::Relaxed),
                 )
-            })();
+            }))
+            .unwrap_or_else(|_| {
+                Err(crate::ProfilerError::Io {
+                    path: w.raw.path().to_path_buf(),
+                    source: std::io::Error::other("a panic while writing the end of the file"),
+                })
+            });
             if let Err(e) = r
                 && !self.failed.swap(true, Ordering::Relaxed)
             {
-                tracing::warn!(
-                    "profiling data collection failed while finishing, training continues: {e}"
-                );
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    tracing::warn!(
+                        "profiling data collection failed while finishing, training continues: {e}"
+                    );
+                }));
             }
         }
         SinkStats {
