@@ -322,7 +322,7 @@ fn config_check_accepts_every_shipped_config_unchanged() {
 /// ref following the actor.
 #[test]
 #[ignore = "needs hydra-core, omegaconf and verl's config tree"]
-fn user_document_examples_on_ppo_trainer_plan_as_the_spec_says() {
+fn user_document_examples_on_ppo_trainer_plan_as_the_guide_says() {
     let s = setup();
     for discrete in [false, true] {
         let flag = format!("actor_rollout_ref.actor.profiler.tool_config.npu.discrete={discrete}");
