@@ -18,7 +18,7 @@
 # The driver library (libcuda.so.1) is in no wheel: it is always a stub at link time and the
 # GPU machine's driver provides it at run time.
 #
-# Why each piece is needed (measured; see BENCHMARKS.md "CUDA build from PyPI"):
+# Why each piece is needed (measured; see docs/benchmarks/history.md "CUDA build from PyPI"):
 # - only the CUDA 13 wheels ship nvcc/cicc/cudafe++/fatbinary (nvidia-cuda-nvcc-cu12 has ptxas only);
 # - candle-kernels compiles with nvcc from PATH and needs CUDA_COMPUTE_CAP without nvidia-smi;
 # - cudarc 0.19 knows CUDA versions up to 13.4 and its `nvcc --version` probe panics on 13.5:

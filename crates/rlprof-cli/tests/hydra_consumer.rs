@@ -315,11 +315,14 @@ fn config_check_accepts_every_shipped_config_unchanged() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// The user document's end-to-end (B) and discrete (C) examples, applied as overrides on verl's
-/// `ppo_trainer`: the plan the spec's section 8 describes, on verl's 8 ranks.
+/// The user document's end-to-end and discrete examples (verl's Ascend profiling guide,
+/// `docs/ascend_tutorial/ascend_profiling_zh.rst` of 2025-08: steps `[1, 2, 5]`, the actor
+/// enabled on all ranks), applied as overrides on verl's `ppo_trainer`: the plan collects steps
+/// 1, 2 and 5 (one group each) with the `npu` tool on every one of verl's 8 ranks, rollout and
+/// ref following the actor.
 #[test]
 #[ignore = "needs hydra-core, omegaconf and verl's config tree"]
-fn user_document_examples_on_ppo_trainer_plan_as_the_spec_says() {
+fn user_document_examples_on_ppo_trainer_plan_as_the_guide_says() {
     let s = setup();
     for discrete in [false, true] {
         let flag = format!("actor_rollout_ref.actor.profiler.tool_config.npu.discrete={discrete}");

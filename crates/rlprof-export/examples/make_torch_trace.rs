@@ -1,6 +1,6 @@
 //! Writes a synthetic collection and exports it with the `torch` exporter, to get a
 //! PyTorch-format Chrome trace of a chosen size for the foreign-trace benchmark
-//! (BENCHMARKS.md, "Loading a foreign Chrome trace").
+//! (BENCHMARKS.md; docs/benchmarks/history.md, "Loading a foreign Chrome trace").
 //!
 //! `cargo run --release -p rlprof-export --example make_torch_trace -- OUT_DIR [OPS]`: OPS ops
 //! (default 80 000, about 80 MB) over 10 `ProfilerStep#N` ranges, each op with module, shapes and dtypes,

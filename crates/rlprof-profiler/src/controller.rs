@@ -2,7 +2,8 @@
 //! boundaries in end-to-end mode, around role calls in discrete mode, across runs of steps with
 //! `profile_continuous_steps`), lays out its directory and hands finished collections on.
 //!
-//! Output layout (profiling.md section 5):
+//! Output layout (one directory per step and role, every file name carrying the rank, nothing
+//! ever overwritten):
 //! `{save_path}/step{N}/{e2e|rollout_generate|actor_compute_log_prob|...}/{host}_{pid}_{ts17}_{tool}_pt/`
 //! holding `rlprof_raw/rank_{rank}.rlraw`. The directory is written under a `.tmp` name and renamed
 //! when the collection stops; an existing name is never reused (the timestamp field is bumped).

@@ -42,7 +42,8 @@ impl Tool {
     }
 }
 
-/// Collection level of the `npu` tool (profiling.md section 3).
+/// Collection level of the `npu` tool, as torch_npu's profiler levels: each level collects what
+/// the one below it does and more.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
@@ -366,7 +367,9 @@ impl Default for TorchMemoryOptions {
     }
 }
 
-/// Per-collection size caps (profiling.md section 7). `None` means unlimited.
+/// Per-collection size caps, so that no single stage can write without bound: a collection that
+/// reaches one keeps what fits, drops the rest and records an explicit truncation marker. `None`
+/// means unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Caps {
     /// Maximum number of recorded events per collection.

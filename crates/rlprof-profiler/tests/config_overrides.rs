@@ -118,7 +118,8 @@ fn missing_key_without_plus_is_an_error_suggesting_plus() {
 #[test]
 fn profiler_schema_keys_count_as_existing() {
     // As in verl's full ppo_trainer.yaml, every profiler key exists, so a plain override may set
-    // one the file does not write (the spec's own examples do this on minimal files).
+    // one the file does not write (the examples of verl's Ascend profiling guide do this on
+    // minimal files).
     let doc = load_document_str(
         "global_profiler: {steps: null}",
         "a.yaml",

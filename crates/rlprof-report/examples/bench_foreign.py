@@ -1,6 +1,6 @@
 """Foreign-trace benchmark: rlprof load + summarise vs Python json.load vs HolisticTraceAnalysis.
 
-Usage (BENCHMARKS.md, "Loading a foreign Chrome trace"):
+Usage (BENCHMARKS.md; docs/benchmarks/history.md, "Loading a foreign Chrome trace"):
     python bench_foreign.py TRACE_DIR BENCH_FOREIGN_BINARY [ROUNDS]
 TRACE_DIR holds one uncompressed *.pt.trace.json (from the make_torch_trace example);
 BENCH_FOREIGN_BINARY is the built bench_foreign example. Rounds are interleaved (ours, json.load,

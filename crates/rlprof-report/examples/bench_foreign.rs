@@ -1,5 +1,6 @@
-//! Load + summarise time of a foreign Chrome trace (BENCHMARKS.md, "Loading a foreign Chrome
-//! trace"): what `rlprof report FILE --format json` does before rendering.
+//! Load + summarise time of a foreign Chrome trace (BENCHMARKS.md; docs/benchmarks/history.md,
+//! "Loading a foreign Chrome trace"): what `rlprof report FILE --format json` does before
+//! rendering.
 //!
 //! `cargo run --release -p rlprof-report --example bench_foreign -- FILE [ROUNDS]` prints one
 //! line per round and the median (and, for checking against other tools, the event count,

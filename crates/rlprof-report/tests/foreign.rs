@@ -214,8 +214,9 @@ fn without_trace_view_the_kernels_come_from_kernel_details() {
     assert_eq!((mm.count, mm.total_ns), (4, 100_000));
 }
 
-/// Real traces: `shared/bench/torch_grpo_step.py fixture --active 1 --cpu-only` under PyTorch
-/// 2.15.0 (2 gloo ranks, one profiled step each), gzipped.
+/// Real traces: PyTorch 2.15.0's own profiler (`torch.profiler`, CPU activity, one active step)
+/// around the PyTorch reference GRPO step of BENCHMARKS.md (2 gloo ranks, one profiled step
+/// each), gzipped.
 #[test]
 fn real_pytorch_traces_load_with_ranks_steps_and_exact_op_times() {
     let dir = data("torch_real");

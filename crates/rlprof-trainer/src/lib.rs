@@ -1,4 +1,5 @@
-//! The GRPO/DAPO trainer (see `shared/spec/trainer.md`): a Qwen2/Llama-family model on candle,
+//! The GRPO/DAPO trainer (verl's roles, algorithms and config names, as in verl's
+//! `verl/trainer/config/ppo_trainer.yaml`): a Qwen2/Llama-family model on candle,
 //! batched KV-cache rollout, GRPO and DAPO updates on sharded data-parallel ranks, instrumented
 //! with `rlprof-profiler` (step scopes, role calls, phases, every tensor op, every collective).
 //!

@@ -1,10 +1,13 @@
-//! The `npu` tool output: an Ascend profiler directory (formats.md section 1).
+//! The `npu` tool output: an Ascend profiler directory, laid out as torch_npu's profiler writes
+//! it, so that msprof-analyze and MindStudio Insight read it.
 //!
 //! The collection directory is already named `{host}_{pid}_{ts17}_ascend_pt` and holds our raw
 //! data (`rlprof_raw/`). Next to it this writes `profiler_info_{rank}.json`,
 //! `profiler_metadata.json` and `ASCEND_PROFILER_OUTPUT/` (built under a `.tmp` name, renamed
-//! when complete). Which files and columns appear follows the level/content matrix of
-//! profiling.md section 3, see [`files_for`] and [`kernel_header`].
+//! when complete). Which files and columns appear follows the collection's level and contents,
+//! as in torch_npu (level0: kernels and step times; level1 adds op and API statistics,
+//! per-kernel metrics and the communication files; `cpu` adds operator details, `memory` the
+//! memory files): see [`files_for`] and [`kernel_header`].
 //!
 //! `trace_view.json` (almost nine tenths of the bytes) is formatted and written on its own
 //! thread (`TraceFeed`), fed batches of the attributed events, while this thread decodes,

@@ -7,7 +7,7 @@
 //! Why by hand: the Ascend DB layout's export is bound to cost no more CPU per event than the
 //! text layout's. Through SQLite, with every bulk-load setting (multi-row prepared `INSERT`s,
 //! constant columns as literals, no journal, no sync, exclusive lock, no indexes), it cost
-//! 1.56x the text export (BENCHMARKS.md, "The Ascend profiler DB layout"): per inserted row
+//! 1.56x the text export (docs/benchmarks/history.md, "The Ascend profiler DB layout"): per row
 //! SQLite runs about 25 bytecode operations and binds each value, 85% of the DB export's
 //! instructions (`valgrind --tool=callgrind`, 200 000 events: 998 M of 1 176 M in the insert
 //! path). Encoding a record and appending it to a page is what SQLite's `OP_MakeRecord` and a

@@ -3,8 +3,8 @@
 //! Why this is hand-written rather than serde_json: going through serde costs per event (a
 //! visitor dispatch per field, an owned `String` or `serde_json::Value` per field, and the
 //! `args` map built and re-serialised), which was most of the load time of an 80 MB trace
-//! (BENCHMARKS.md, "Loading a foreign Chrome trace"); and serde_json cannot start parsing in the
-//! middle of an array, which the parallel chunked parse needs. This reader walks bytes, returns
+//! (docs/benchmarks/history.md, "Loading a foreign Chrome trace"); and serde_json cannot start
+//! parsing in the middle of an array, which the parallel chunked parse needs. This reader walks bytes, returns
 //! borrowed spans of the input, never allocates on the valid path, and never recurses (nesting
 //! is tracked in a bit stack), so the stack stays bounded on hostile input.
 //!
