@@ -346,14 +346,18 @@ fn export(
     idx: &Index,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<PathBuf>, ExportError> {
-    match idx.meta.tool.as_str() {
-        "npu" => crate::ascend::export(dir, idx),
-        "torch" => crate::torch::export(dir, idx),
-        "torch_memory" => crate::torch::export_memory(dir, idx),
-        other => {
+    // One arm per tool, with no catch-all: a new `Tool` is a compile error here until it says
+    // what its collections parse into.
+    use rlprof_profiler::plan::Tool;
+    match idx.meta.tool {
+        Tool::Npu => crate::ascend::export(dir, idx),
+        Tool::Torch => crate::torch::export(dir, idx),
+        Tool::TorchMemory => crate::torch::export_memory(dir, idx),
+        Tool::Nsys => {
             warnings.push(format!(
-                "{}: tool `{other}` has no parsed output (its data is the tool's own report)",
-                idx.path.display()
+                "{}: tool `{}` has no parsed output (its data is the tool's own report)",
+                idx.path.display(),
+                idx.meta.tool.as_str()
             ));
             Ok(Vec::new())
         }

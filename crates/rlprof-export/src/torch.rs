@@ -4,7 +4,7 @@
 //! (`step{N}/{role}/`), so that one directory holds every rank's trace as HolisticTraceAnalysis
 //! expects (it loads every `*.json`/`*.gz` of a directory, not recursively). The file name is
 //! `{host}_{pid}_rank{rank}.{time_ns}.pt.trace.json.gz`: PyTorch's worker name `{host}_{pid}`
-//! with the rank appended (profiling.md section 5: every file name carries the rank), and the
+//! with the rank appended (every file rlprof writes carries the rank in its name, so ranks sharing a directory never overwrite each other), and the
 //! collection's start time, so a re-run after an interruption rewrites the same file. The host
 //! comes from the raw metadata, so it is sanitised ([`safe_host`]): the name never holds a path
 //! separator and the file always lands beside the collection.

@@ -37,10 +37,11 @@ struct RawEvent {
     pid: Option<serde_json::Value>,
     #[serde(default)]
     tid: Option<serde_json::Value>,
+    // Raw text, so that decimal microseconds are read exactly (a `Value` would hold an f64).
     #[serde(default)]
-    ts: Option<serde_json::Value>,
+    ts: Option<Box<serde_json::value::RawValue>>,
     #[serde(default)]
-    dur: Option<serde_json::Value>,
+    dur: Option<Box<serde_json::value::RawValue>>,
     #[serde(default)]
     args: Option<serde_json::Value>,
 }
@@ -353,13 +354,18 @@ fn value_i64(v: &serde_json::Value) -> Option<i64> {
 }
 
 /// Microseconds (number or numeric string) to nanoseconds.
-fn us_to_ns(v: Option<&serde_json::Value>) -> i64 {
-    let us = match v {
-        Some(serde_json::Value::Number(n)) => n.as_f64().unwrap_or(0.0),
-        Some(serde_json::Value::String(s)) => s.trim().parse().unwrap_or(0.0),
-        _ => 0.0,
+fn us_to_ns(v: Option<&Box<serde_json::value::RawValue>>) -> i64 {
+    let Some(raw) = v else { return 0 };
+    let text = raw.get();
+    let text = if text.starts_with('"') {
+        match serde_json::from_str::<String>(text) {
+            Ok(s) => s.trim().to_string(),
+            Err(_) => return 0,
+        }
+    } else {
+        text.to_string()
     };
-    (us * 1000.0).round() as i64
+    crate::exact_time::us_to_ns(&text).unwrap_or(0)
 }
 
 struct TopSeed<'s, 'a> {

@@ -22,6 +22,7 @@ pub mod device;
 pub mod device_names;
 pub mod discover;
 pub mod error;
+mod exact_time;
 pub mod html;
 pub mod jobs;
 mod json_reader;

@@ -38,7 +38,9 @@ impl Tok {
             .map_err(|e| TrainerError::Tokenizer(e.to_string()))?;
         let mut inner = Tokenizer::new(bpe);
         inner.with_decoder(Some(tokenizers::decoders::fuse::Fuse::new()));
-        inner.add_special_tokens(&[AddedToken::from(PAD, true), AddedToken::from(EOS, true)]);
+        inner
+            .add_special_tokens([AddedToken::from(PAD, true), AddedToken::from(EOS, true)])
+            .map_err(|e| TrainerError::Tokenizer(e.to_string()))?;
         Tok::wrap(inner, Path::new("<built-in>"))
     }
 

@@ -40,7 +40,7 @@
 //! order; a record that fails it is sorted out, warned about and dropped or clamped out of line.
 //! Where the window lies inside the tick conversion's exact `i64` range (checked once per
 //! replay), the times of the records that passed are converted without that range's own tests
-//! ([`TickMapper::narrow_over`]), which more than pays for the test (BENCHMARKS.md).
+//! ([`TickMapper::narrow_over`]), which more than pays for the test (docs/benchmarks/history.md).
 
 use super::event::{Event, TimeCheck};
 use super::meta::CollectionMeta;
@@ -148,7 +148,7 @@ impl std::fmt::Display for RawWarning {
 
 /// Whether pass 2 validates records: always, except in a benchmark-only build with
 /// `RUSTFLAGS="--cfg rlprof_bench_no_validation"`, which measures what the validation costs
-/// (BENCHMARKS.md). It reads impossible records as they are, so it is never a build that reads
+/// (docs/benchmarks/history.md, "Validation on vs off, same code"). It reads impossible records as they are, so it is never a build that reads
 /// real data (the validation tests fail under it, as they should). A `--cfg` flag rather than a
 /// feature: a feature would be unified across the workspace, so any crate that enabled it would
 /// turn validation off for every other crate in the same build.

@@ -221,7 +221,7 @@ pub(super) fn events_array(
 /// the checked position is given back (where only checked text may be: [`Release::Consumed`]),
 /// the wave is merged, and its chunks' vectors are filled again by the next wave's chunks
 /// ([`Buffers`]). So a load allocates, and the kernel zeroes, one wave's chunk vectors rather
-/// than every chunk's: on BENCHMARKS.md's 78.6 MB trace, 16,500 page faults per load instead
+/// than every chunk's: on the 78.6 MB trace of docs/benchmarks/history.md, 16,500 page faults per load instead
 /// of 19,200 on two threads (16,100 instead of 18,800 on one; 15,600-15,900 with the other
 /// vectors of a load sized once, see `merge`).
 pub(super) fn parse_chunks(

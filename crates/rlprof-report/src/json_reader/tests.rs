@@ -204,11 +204,6 @@ fn numbers_convert_like_serde_json() {
         "18446744073709551616",
     ] {
         let v: serde_json::Value = serde_json::from_str(tok).unwrap();
-        assert_eq!(
-            number_f64(tok).map(f64::to_bits),
-            v.as_f64().map(f64::to_bits),
-            "{tok}"
-        );
         let want_i = v.as_i64().or_else(|| v.as_f64().map(|f| f as i64));
         assert_eq!(value_i64(tok), want_i, "{tok}");
     }

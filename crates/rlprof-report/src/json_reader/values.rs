@@ -18,58 +18,6 @@ pub(crate) fn plain_int(tok: &str) -> bool {
         && !(digits.is_some() && d == "0")
 }
 
-/// The `f64` serde_json gives a number's text (validated by [`Reader::number`]).
-///
-/// Short decimals (significand below 2^53, power of ten up to 22) take one exact
-/// multiplication or division, which is what serde_json computes for them with or without its
-/// `float_roundtrip` feature; anything else is handed to serde_json.
-pub(crate) fn number_f64(tok: &str) -> Option<f64> {
-    let (neg, body) = match tok.strip_prefix('-') {
-        Some(b) => (true, b),
-        None => (false, tok),
-    };
-    let mut sig: u64 = 0;
-    let mut digits = 0;
-    let mut exp: i32 = 0;
-    let mut frac = false;
-    for c in body.bytes() {
-        match c {
-            b'0'..=b'9' => {
-                digits += 1;
-                if digits > 19 {
-                    return slow_f64(tok);
-                }
-                sig = sig * 10 + (c - b'0') as u64;
-                if frac {
-                    exp -= 1;
-                }
-            }
-            b'.' => frac = true,
-            _ => return slow_f64(tok),
-        }
-    }
-    if sig >= 1 << 53 || exp < -22 {
-        return slow_f64(tok);
-    }
-    let mut f = sig as f64;
-    if exp < 0 {
-        f /= POW10[(-exp) as usize];
-    }
-    Some(if neg { -f } else { f })
-}
-
-#[cold]
-fn slow_f64(tok: &str) -> Option<f64> {
-    serde_json::from_str::<serde_json::Value>(tok)
-        .ok()
-        .and_then(|v| v.as_f64())
-}
-
-const POW10: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-];
-
 /// Appends the compact JSON serde_json's `Value::to_string` gives the value text `raw`
 /// (validated): object keys sorted, later duplicates winning, escapes and numbers normalised.
 /// Strings without escapes, plain integers, literals and arrays of them are copied; the rest
