@@ -138,7 +138,11 @@ fn a_generated_column_that_is_not_read_is_never_evaluated() {
         .unwrap();
     let loaded = load(tmp.path(), &Limits::default()).unwrap();
     let p = &loaded.profiles[0];
-    let k: Vec<_> = p.events.iter().filter(|e| e.track == Track::Kernel).collect();
+    let k: Vec<_> = p
+        .events
+        .iter()
+        .filter(|e| e.track == Track::Kernel)
+        .collect();
     assert_eq!(k.len(), 1);
     assert_eq!((k[0].start, k[0].dur), (1000, 10_000));
 }

@@ -129,7 +129,10 @@ fn optional_tables_linked_to_pagemap_are_notes() {
     let loaded = load(tmp.path(), &small()).unwrap();
     assert_eq!(kernels(&loaded), 2);
     let n = notes(&loaded);
-    assert!(n.contains("memory_record.csv") && n.contains("op_statistic.csv"), "{n}");
+    assert!(
+        n.contains("memory_record.csv") && n.contains("op_statistic.csv"),
+        "{n}"
+    );
     assert!(loaded.profiles[0].memory.is_empty());
     assert!(loaded.profiles[0].tables.is_empty());
 }
@@ -141,15 +144,27 @@ fn json_linked_to_dev_zero_and_fifos_are_refused_unopened() {
     let d = out_dir(tmp.path());
     std::fs::write(d.join("kernel_details.csv"), KERNELS).unwrap();
     std::os::unix::fs::symlink("/dev/zero", d.join("communication.json")).unwrap();
-    std::os::unix::fs::symlink("/dev/zero", d.parent().unwrap().join("profiler_info_3.json"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        "/dev/zero",
+        d.parent().unwrap().join("profiler_info_3.json"),
+    )
+    .unwrap();
     mkfifo(&d.join("step_trace_time.csv"));
     let loaded = load(tmp.path(), &Limits::default()).unwrap();
     assert_eq!(kernels(&loaded), 2);
     let n = notes(&loaded);
-    assert!(n.contains("communication.json: not a regular file (a device)"), "{n}");
-    assert!(n.contains("profiler_info_3.json: not a regular file"), "{n}");
-    assert!(n.contains("step_trace_time.csv: not a regular file (a FIFO)"), "{n}");
+    assert!(
+        n.contains("communication.json: not a regular file (a device)"),
+        "{n}"
+    );
+    assert!(
+        n.contains("profiler_info_3.json: not a regular file"),
+        "{n}"
+    );
+    assert!(
+        n.contains("step_trace_time.csv: not a regular file (a FIFO)"),
+        "{n}"
+    );
 }
 
 #[test]
@@ -158,7 +173,9 @@ fn a_fifo_kernel_table_is_an_error_not_a_hang() {
     let tmp = tempfile::tempdir().unwrap();
     let d = out_dir(tmp.path());
     mkfifo(&d.join("kernel_details.csv"));
-    let err = load(tmp.path(), &Limits::default()).unwrap_err().to_string();
+    let err = load(tmp.path(), &Limits::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("not a regular file (a FIFO)"), "{err}");
 }
 
@@ -177,7 +194,11 @@ fn a_sparse_table_of_zeros_just_under_the_limit_is_a_note_and_small() {
     let loaded = load(tmp.path(), &Limits::default()).unwrap();
     let json = render_json(&summarise(&loaded)).unwrap();
     let peak = PEAK.load(Ordering::Relaxed) - before;
-    assert!(notes(&loaded).contains("CSV line length"), "{}", notes(&loaded));
+    assert!(
+        notes(&loaded).contains("CSV line length"),
+        "{}",
+        notes(&loaded)
+    );
     assert!(peak < 64 << 20, "peak {peak} bytes");
     assert!(json.len() < 1 << 20);
 }
@@ -192,7 +213,11 @@ fn kernel_details_costs_its_events_not_its_text() {
     let mut text = String::from("Name,Accelerator Core,Start Time(us),Duration(us),Step Id\n");
     for i in 0..rows {
         let name = ["MatMul_0", "Add_1", "Cast_2"][i % 3];
-        text.push_str(&format!("{name},AI_CORE,{}.5,1.25,{}\n", 1000 + i * 2, i / 1000));
+        text.push_str(&format!(
+            "{name},AI_CORE,{}.5,1.25,{}\n",
+            1000 + i * 2,
+            i / 1000
+        ));
     }
     let path = d.join("kernel_details.csv");
     std::fs::write(&path, &text).unwrap();
