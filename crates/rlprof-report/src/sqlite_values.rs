@@ -41,28 +41,6 @@ pub const DB_TIME_LIMIT: Duration = Duration::from_secs(300);
 /// SQLite virtual-machine steps between two deadline checks.
 const PROGRESS_STEPS: i32 = 10_000;
 
-/// Why an untrusted DB was not opened.
-#[derive(Debug)]
-pub enum OpenError {
-    /// Not a regular file (a FIFO, a device, a directory, a socket): opening it could block
-    /// or read without end.
-    NotAFile(&'static str),
-    /// Its metadata could not be read.
-    Io(std::io::Error),
-    /// SQLite refused it.
-    Sqlite(rusqlite::Error),
-}
-
-impl std::fmt::Display for OpenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OpenError::NotAFile(kind) => write!(f, "not a regular file ({kind}); not opened"),
-            OpenError::Io(e) => write!(f, "{e}"),
-            OpenError::Sqlite(e) => write!(f, "SQLite: {e}"),
-        }
-    }
-}
-
 /// What kind of file `path` is when it is not a regular file (after following links).
 pub fn non_regular_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
     let t = meta.file_type();
@@ -115,19 +93,29 @@ fn file_uri(path: &Path) -> String {
 /// profile), with the schema's functions untrusted (`trusted_schema=OFF`), cell sizes checked,
 /// values longer than [`MAX_VALUE_BYTES`] refused, and every statement interrupted once
 /// `time_limit` has passed since the open.
-pub fn open_untrusted(path: &Path, time_limit: Duration) -> Result<Connection, OpenError> {
-    let meta = std::fs::metadata(path).map_err(OpenError::Io)?;
+pub fn open_untrusted(
+    path: &Path,
+    time_limit: Duration,
+) -> Result<Connection, crate::error::ReportError> {
+    let meta = std::fs::metadata(path).map_err(crate::error::io(path))?;
     if let Some(kind) = non_regular_kind(&meta) {
-        return Err(OpenError::NotAFile(kind));
+        return Err(crate::error::ReportError::Malformed {
+            path: path.to_path_buf(),
+            message: format!("not a regular file ({kind}); not opened"),
+        });
     }
+    let sqlite = |e: rusqlite::Error| crate::error::ReportError::Malformed {
+        path: path.to_path_buf(),
+        message: format!("SQLite: {e}"),
+    };
     let conn = Connection::open_with_flags(
         format!("{}?immutable=1", file_uri(path)),
         OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
-    .map_err(OpenError::Sqlite)?;
-    harden(&conn, time_limit).map_err(OpenError::Sqlite)?;
+    .map_err(sqlite)?;
+    harden(&conn, time_limit).map_err(sqlite)?;
     Ok(conn)
 }
 

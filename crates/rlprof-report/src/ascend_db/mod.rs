@@ -88,13 +88,7 @@ fn is_interrupt(e: &rusqlite::Error) -> bool {
 /// takes longer than [`sql::DB_TIME_LIMIT`], is an error naming it, not a hang.
 pub fn load_db(path: &Path, group: &str, limits: &Limits) -> Result<Profile, ReportError> {
     let err = malformed(path);
-    let conn = sql::open_untrusted(path, sql::DB_TIME_LIMIT).map_err(|e| match e {
-        sql::OpenError::Sqlite(e) => err(e),
-        e => ReportError::Malformed {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        },
-    })?;
+    let conn = sql::open_untrusted(path, sql::DB_TIME_LIMIT)?;
     let mut p = Profile::new(
         path.to_path_buf(),
         SourceFormat::Ascend,
