@@ -143,6 +143,10 @@ pub struct ClusterReport {
     pub pairs: Vec<PairBandwidth>,
     /// Slowest rank (empty with fewer than two ranks).
     pub slowest: Option<Slowest>,
+    /// Ranks skipped (a profiler DB that could not be read, with the reason) and rows left
+    /// out of the ranks read; absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What one raw file contributes.
@@ -428,10 +432,30 @@ pub fn analyse_cluster(path: &Path) -> Result<ClusterReport, ExportError> {
             add_rank(&mut rep, &mut comm, idx.meta.rank, idx.meta.world_size, d);
         }
     }
+    // One bad DB (not a file, hostile schema, too slow) skips its rank, not the analysis.
+    let mut read_any = false;
     for db in dbs {
-        let r = crate::ascend_db::read::read_rank(&db)?;
-        add_rank(&mut rep, &mut comm, r.rank, r.world_size, db_rank_data(&r));
-        rep.collections.push(db);
+        match crate::ascend_db::read::read_rank(&db) {
+            Ok(r) => {
+                for n in &r.notes {
+                    tracing::warn!("{}: {n}", db.display());
+                    rep.warnings.push(format!("{}: {n}", db.display()));
+                }
+                add_rank(&mut rep, &mut comm, r.rank, r.world_size, db_rank_data(&r));
+                rep.collections.push(db);
+                read_any = true;
+            }
+            Err(e) => {
+                tracing::warn!("rank skipped: {e}");
+                rep.warnings.push(format!("rank skipped: {e}"));
+            }
+        }
+    }
+    if rep.collections.is_empty() && !read_any {
+        return Err(ExportError::Unrecoverable {
+            path: path.to_path_buf(),
+            reason: format!("no profiler DB could be read: {}", rep.warnings.join("; ")),
+        });
     }
     comm.rows(&mut rep);
     rep.ranks.sort_unstable();
@@ -710,6 +734,9 @@ pub fn render_table(rep: &ClusterReport) -> String {
                 opt(b.bandwidth_gbps)
             ));
         }
+    }
+    for w in &rep.warnings {
+        s.push_str(&format!("warning: {w}\n"));
     }
     s
 }

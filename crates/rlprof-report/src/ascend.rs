@@ -17,13 +17,136 @@
 //!
 //! Another Ascend source (the SQLite layout) feeds the same model through [`device_track`]
 //! and [`memory_from_totals`].
+//!
+//! Every file is untrusted input ([`open_capped`]): one that is not a regular file (a FIFO, a
+//! device) is refused before it is opened, and what is read is capped by counting the bytes
+//! actually read, never by the size the file claims (`/proc` files claim 0), with CSV lines
+//! capped at [`MAX_CSV_LINE`] (a sparse file of zeros is one endless line). CSV files are
+//! streamed: `kernel_details.csv` and `memory_record.csv` keep only what becomes events.
+//! An optional file that cannot be read (memory, tables, `communication.json`) is left out with
+//! a note; the rest of the directory still loads.
 
 use crate::chrome::{self, Limits};
 pub use crate::device_names::device_track;
 use crate::device_names::is_comm_name;
 use crate::error::ReportError;
 use crate::model::{Event, MemEvent, NONE, Profile, SourceFormat, Table, Track};
+use std::borrow::Cow;
+use std::io::Read;
 use std::path::Path;
+
+/// Longest line of a CSV file read (longer is not a table of torch_npu's: a sparse file of
+/// zeros, `/proc/self/pagemap`).
+pub const MAX_CSV_LINE: u64 = 4 << 20;
+/// Largest `profiler_info_*.json` read (a few hundred bytes in practice).
+pub const MAX_INFO_BYTES: u64 = 16 << 20;
+
+/// Which cap of [`Capped`] a read went past.
+#[derive(Debug, Clone, Copy)]
+enum Exceeded {
+    Bytes,
+    Line,
+}
+
+impl std::fmt::Display for Exceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Exceeded::Bytes => "size limit exceeded",
+            Exceeded::Line => "line length limit exceeded",
+        })
+    }
+}
+
+impl std::error::Error for Exceeded {}
+
+/// A reader that fails once more than `max` bytes, or a line longer than `max_line`, have
+/// been read: the bytes counted are those read, whatever size the file claims.
+pub struct Capped<R> {
+    inner: R,
+    read: u64,
+    max: u64,
+    line: u64,
+    max_line: u64,
+}
+
+impl<R: Read> Capped<R> {
+    /// `inner` capped at `max` bytes in all and `max_line` bytes per line.
+    pub fn new(inner: R, max: u64, max_line: u64) -> Capped<std::io::Take<R>> {
+        Capped {
+            inner: inner.take(max.saturating_add(1)),
+            read: 0,
+            max,
+            line: 0,
+            max_line,
+        }
+    }
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.read > self.max {
+            return Err(std::io::Error::other(Exceeded::Bytes));
+        }
+        if self.max_line < u64::MAX {
+            self.line = match memchr::memrchr(b'\n', &buf[..n]) {
+                Some(i) => (n - 1 - i) as u64,
+                None => self.line + n as u64,
+            };
+            if self.line > self.max_line {
+                return Err(std::io::Error::other(Exceeded::Line));
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Opens an input file: refused unless it is a regular file (after following links), and
+/// capped at `max` bytes read in all and `max_line` per line ([`Capped`]).
+pub fn open_capped(
+    path: &Path,
+    max: u64,
+    max_line: u64,
+) -> Result<Capped<std::io::Take<std::fs::File>>, ReportError> {
+    let meta = std::fs::metadata(path).map_err(crate::error::io(path))?;
+    if let Some(kind) = crate::sqlite_values::non_regular_kind(&meta) {
+        return Err(malformed(
+            path,
+            format!("not a regular file ({kind}); not read"),
+        ));
+    }
+    let f = std::fs::File::open(path).map_err(crate::error::io(path))?;
+    Ok(Capped::new(f, max, max_line))
+}
+
+/// The error of a read that went past a cap of [`Capped`], else [`ReportError::Io`].
+fn read_error(path: &Path, e: std::io::Error, limits: &Limits) -> ReportError {
+    match e.get_ref().and_then(|i| i.downcast_ref::<Exceeded>()) {
+        Some(Exceeded::Bytes) => ReportError::Limit {
+            path: path.to_path_buf(),
+            what: "size in bytes (as read)",
+            limit: limits.max_bytes,
+        },
+        Some(Exceeded::Line) => ReportError::Limit {
+            path: path.to_path_buf(),
+            what: "CSV line length in bytes",
+            limit: MAX_CSV_LINE,
+        },
+        None => crate::error::io(path)(e),
+    }
+}
+
+/// The error of a CSV read: a cap or an I/O failure ([`read_error`]), else malformed CSV.
+fn csv_error(path: &Path, e: csv::Error, limits: &Limits) -> ReportError {
+    if !e.is_io_error() {
+        return malformed(path, e);
+    }
+    match e.into_kind() {
+        csv::ErrorKind::Io(e) => read_error(path, e, limits),
+        k => malformed(path, format!("{k:?}")),
+    }
+}
 
 /// Memory events from a producer's running totals `(t_ns, total_bytes)` in time order: each
 /// event's delta is the change since the previous total, and the total is the producer's.
@@ -106,7 +229,7 @@ pub fn load_ascend(out_dir: &Path, group: &str, limits: &Limits) -> Result<Profi
     let kernels = out_dir.join("kernel_details.csv");
     if trace.is_file() {
         chrome::read_into(&trace, &mut p, limits)?;
-    } else if kernels.is_file() {
+    } else if present(&kernels) {
         load_kernel_details(&kernels, &mut p, limits)?;
     } else {
         return Err(ReportError::Malformed {
@@ -115,8 +238,10 @@ pub fn load_ascend(out_dir: &Path, group: &str, limits: &Limits) -> Result<Profi
         });
     }
     let record = out_dir.join("memory_record.csv");
-    if record.is_file() {
-        load_memory_record(&record, &mut p, limits)?;
+    if present(&record)
+        && let Err(e) = load_memory_record(&record, &mut p, limits)
+    {
+        p.notes.push(format!("memory not read: {e}"));
     }
     for name in [
         "step_trace_time.csv",
@@ -124,13 +249,18 @@ pub fn load_ascend(out_dir: &Path, group: &str, limits: &Limits) -> Result<Profi
         "operator_memory.csv",
     ] {
         let f = out_dir.join(name);
-        if f.is_file() {
-            let t = read_table(&f, limits)?;
-            p.tables.push(t);
+        if present(&f) {
+            match read_table(&f, limits) {
+                Ok(t) => p.tables.push(t),
+                Err(e) => p.notes.push(format!("table not read: {e}")),
+            }
         }
     }
     for f in communication_files(out_dir) {
-        p.tables.push(communication_table(&f, limits)?);
+        match communication_table(&f, limits) {
+            Ok(t) => p.tables.push(t),
+            Err(e) => p.notes.push(format!("table not read: {e}")),
+        }
     }
     attribute_operator_memory(&mut p);
     p.sort();
@@ -184,6 +314,12 @@ fn attribute_operator_memory(p: &mut Profile) {
     attribute_allocations(&mut p.memory, &allocations);
 }
 
+/// Whether `path` names something (a file, a link, a FIFO, ...): what it is is checked when it
+/// is opened ([`open_capped`]), so that a FIFO is reported, not passed over.
+fn present(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
 /// `communication.json` and any other `communication*.json` of the directory, sorted.
 fn communication_files(out_dir: &Path) -> Vec<std::path::PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(out_dir)
@@ -223,11 +359,22 @@ fn read_profiler_info(pt_dir: &Path, p: &mut Profile) {
                 .is_some_and(|n| n.starts_with("profiler_info") && n.ends_with(".json"))
         })
     });
-    let Some(v) = info
-        .and_then(|f| std::fs::read(f).ok())
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-    else {
-        return;
+    let Some(info) = info else { return };
+    let v = open_capped(&info, MAX_INFO_BYTES, u64::MAX).and_then(|r| {
+        serde_json::from_reader::<_, serde_json::Value>(std::io::BufReader::new(r)).map_err(|e| {
+            let limits = Limits {
+                max_bytes: MAX_INFO_BYTES,
+                ..Limits::default()
+            };
+            json_error(&info, e, &limits)
+        })
+    });
+    let v = match v {
+        Ok(v) => v,
+        Err(e) => {
+            p.notes.push(format!("rank and world size not read: {e}"));
+            return;
+        }
     };
     let num = |k: &str| {
         v.get(k)
@@ -247,10 +394,12 @@ fn number(s: &str) -> Option<f64> {
 }
 
 /// Device memory from `memory_record.csv`: the `PTA` (torch allocator) rows of NPU devices,
-/// or all NPU rows when there is no `PTA` component.
+/// or all NPU rows when there is no `PTA` component. Streamed: only `(PTA?, t, total)` of the
+/// device rows is kept.
 fn load_memory_record(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), ReportError> {
-    let t = read_table(path, limits)?;
-    let col = |n: &str| t.columns.iter().position(|c| c == n);
+    let mut r = csv_reader(path, limits)?;
+    let columns = headers(&mut r, path, limits)?;
+    let col = |n: &str| columns.iter().position(|c| c == n);
     let (Some(ts), Some(total)) = (col("Timestamp(us)"), col("Total Allocated(MB)")) else {
         p.notes.push(format!(
             "{}: no Timestamp(us) / Total Allocated(MB) column; memory not read",
@@ -260,21 +409,37 @@ fn load_memory_record(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(
     };
     let comp = col("Component");
     let dev = col("Device Type");
-    let has_pta = t.rows.iter().any(|r| field(r, comp) == "PTA");
-    let mut rows: Vec<(i64, i64)> = t
-        .rows
-        .iter()
-        .filter(|r| !has_pta || field(r, comp) == "PTA")
-        .filter(|r| !is_host(field(r, dev)))
-        .filter_map(|r| {
-            Some((
-                us_to_ns(field(r, Some(ts)))?,
-                mb_to_bytes(field(r, Some(total)))?,
-            ))
-        })
+    let mut series: Vec<(bool, i64, i64)> = Vec::new();
+    let mut has_pta = false;
+    let mut rows = 0u64;
+    let mut rec = csv::ByteRecord::new();
+    while r
+        .read_byte_record(&mut rec)
+        .map_err(|e| csv_error(path, e, limits))?
+    {
+        rows += 1;
+        if rows > limits.max_events {
+            return Err(too_many(path, limits));
+        }
+        let pta = bfield(&rec, comp) == "PTA";
+        has_pta |= pta;
+        if is_host(&bfield(&rec, dev)) {
+            continue;
+        }
+        if let (Some(t), Some(v)) = (
+            us_to_ns(&bfield(&rec, Some(ts))),
+            mb_to_bytes(&bfield(&rec, Some(total))),
+        ) {
+            series.push((pta, t, v));
+        }
+    }
+    let mut totals: Vec<(i64, i64)> = series
+        .into_iter()
+        .filter(|r| !has_pta || r.0)
+        .map(|r| (r.1, r.2))
         .collect();
-    rows.sort_by_key(|r| r.0);
-    p.memory.extend(memory_from_totals(rows));
+    totals.sort_by_key(|r| r.0);
+    p.memory.extend(memory_from_totals(totals));
     Ok(())
 }
 
@@ -304,18 +469,9 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// `communication.json` (`{step: {collective|p2p: {op: {"Communication Time Info": {...},
 /// "Communication Bandwidth Info": {transport: {...}}}}}}`) as one row per (step, op).
 fn communication_table(path: &Path, limits: &Limits) -> Result<Table, ReportError> {
-    let len = std::fs::metadata(path)
-        .map_err(crate::error::io(path))?
-        .len();
-    if len > limits.max_bytes {
-        return Err(ReportError::Limit {
-            path: path.to_path_buf(),
-            what: "uncompressed size in bytes",
-            limit: limits.max_bytes,
-        });
-    }
-    let bytes = std::fs::read(path).map_err(crate::error::io(path))?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| malformed(path, e))?;
+    let r = open_capped(path, limits.max_bytes, u64::MAX)?;
+    let v: serde_json::Value = serde_json::from_reader(std::io::BufReader::new(r))
+        .map_err(|e| json_error(path, e, limits))?;
     let mut rows = Vec::new();
     let f = |x: Option<&serde_json::Value>| x.and_then(serde_json::Value::as_f64);
     for (step, kinds) in v.as_object().into_iter().flatten() {
@@ -382,17 +538,63 @@ fn rank_of(pt_dir: &Path) -> Option<u32> {
     })
 }
 
-fn csv_reader(path: &Path, limits: &Limits) -> Result<csv::Reader<std::fs::File>, ReportError> {
-    let f = std::fs::File::open(path).map_err(crate::error::io(path))?;
-    let len = f.metadata().map_err(crate::error::io(path))?.len();
-    if len > limits.max_bytes {
-        return Err(ReportError::Limit {
-            path: path.to_path_buf(),
-            what: "uncompressed size in bytes",
-            limit: limits.max_bytes,
-        });
+/// The error of a JSON read: a cap or an I/O failure ([`read_error`]), else malformed JSON.
+fn json_error(path: &Path, e: serde_json::Error, limits: &Limits) -> ReportError {
+    if e.is_io() {
+        read_error(path, e.into(), limits)
+    } else {
+        malformed(path, e)
     }
+}
+
+/// A CSV reader of `path`, capped ([`open_capped`]) at the size limit and [`MAX_CSV_LINE`].
+type CsvReader = csv::Reader<Capped<std::io::Take<std::fs::File>>>;
+
+fn csv_reader(path: &Path, limits: &Limits) -> Result<CsvReader, ReportError> {
+    let f = open_capped(path, limits.max_bytes, MAX_CSV_LINE)?;
     Ok(csv::ReaderBuilder::new().flexible(true).from_reader(f))
+}
+
+/// The header of a CSV file, cells trimmed.
+fn headers(r: &mut CsvReader, path: &Path, limits: &Limits) -> Result<Vec<String>, ReportError> {
+    Ok(r.byte_headers()
+        .map_err(|e| csv_error(path, e, limits))?
+        .iter()
+        .map(cell)
+        .collect())
+}
+
+/// Number of lines of `path` (a bound on its records), read under the same caps as the file
+/// itself, so that what is kept of it can be allocated once.
+fn count_lines(path: &Path, limits: &Limits) -> Result<u64, ReportError> {
+    let mut f = open_capped(path, limits.max_bytes, MAX_CSV_LINE)?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0u64;
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Ok(n + 1),
+            Ok(k) => n += memchr::memchr_iter(b'\n', &buf[..k]).count() as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(read_error(path, e, limits)),
+        }
+    }
+}
+
+/// A record's cell in column `c`, trimmed (empty when the column or the cell is missing).
+fn bfield(rec: &csv::ByteRecord, c: Option<usize>) -> Cow<'_, str> {
+    match String::from_utf8_lossy(c.and_then(|c| rec.get(c)).unwrap_or_default()) {
+        Cow::Borrowed(s) => Cow::Borrowed(s.trim()),
+        Cow::Owned(s) => Cow::Owned(s.trim().to_string()),
+    }
+}
+
+/// The error of a file with more rows than the event limit.
+fn too_many(path: &Path, limits: &Limits) -> ReportError {
+    ReportError::Limit {
+        path: path.to_path_buf(),
+        what: "events",
+        limit: limits.max_events,
+    }
 }
 
 fn malformed(path: &Path, e: impl std::fmt::Display) -> ReportError {
@@ -403,17 +605,19 @@ fn malformed(path: &Path, e: impl std::fmt::Display) -> ReportError {
 }
 
 /// Reads a CSV file as a table (cells trimmed of the reference's trailing tabs).
+/// At most [`Limits::max_events`] rows.
 pub fn read_table(path: &Path, limits: &Limits) -> Result<Table, ReportError> {
     let mut r = csv_reader(path, limits)?;
-    let columns = r
-        .byte_headers()
-        .map_err(|e| malformed(path, e))?
-        .iter()
-        .map(cell)
-        .collect();
+    let columns = headers(&mut r, path, limits)?;
     let mut rows = Vec::new();
-    for rec in r.byte_records() {
-        let rec = rec.map_err(|e| malformed(path, e))?;
+    let mut rec = csv::ByteRecord::new();
+    while r
+        .read_byte_record(&mut rec)
+        .map_err(|e| csv_error(path, e, limits))?
+    {
+        if rows.len() as u64 >= limits.max_events {
+            return Err(too_many(path, limits));
+        }
         rows.push(rec.iter().map(cell).collect());
     }
     Ok(Table {
@@ -431,13 +635,17 @@ fn cell(b: &[u8]) -> String {
 }
 
 /// Device tasks from `kernel_details.csv`: one thread per stream (or per accelerator core
-/// when there is no stream column), the `Step Id` values as the steps.
+/// when there is no stream column), the `Step Id` values as the steps. Streamed, with the
+/// events allocated once for the file's lines (counted first): what is held is the events, not
+/// the file's text.
 fn load_kernel_details(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), ReportError> {
-    let t = read_table(path, limits)?;
+    let lines = count_lines(path, limits)?;
+    let mut r = csv_reader(path, limits)?;
+    let columns = headers(&mut r, path, limits)?;
     let col = |names: &[&str]| {
         names
             .iter()
-            .find_map(|n| t.columns.iter().position(|c| c.eq_ignore_ascii_case(n)))
+            .find_map(|n| columns.iter().position(|c| c.eq_ignore_ascii_case(n)))
     };
     let (Some(name), Some(start), Some(dur)) = (
         col(&["Name"]),
@@ -455,18 +663,23 @@ fn load_kernel_details(path: &Path, p: &mut Profile, limits: &Limits) -> Result<
     let stream = col(&["Stream ID", "Stream Id"]);
     let us = |s: &str| us_to_ns(s).unwrap_or(0);
     let mut lanes: Vec<String> = Vec::new();
-    for (i, row) in t.rows.iter().enumerate() {
-        if i as u64 >= limits.max_events {
-            return Err(ReportError::Limit {
-                path: path.to_path_buf(),
-                what: "events",
-                limit: limits.max_events,
-            });
+    p.events
+        .reserve(lines.saturating_sub(1).min(limits.max_events) as usize);
+    let mut rows = 0u64;
+    let mut rec = csv::ByteRecord::new();
+    while r
+        .read_byte_record(&mut rec)
+        .map_err(|e| csv_error(path, e, limits))?
+    {
+        if rows >= limits.max_events {
+            return Err(too_many(path, limits));
         }
-        let get = |c: Option<usize>| field(row, c);
+        rows += 1;
+        let get = |c: Option<usize>| bfield(&rec, c);
         let task = get(ty);
-        let mut track = device_track(get(Some(name)), Some(task));
-        if track == Track::Kernel && is_comm_name(get(op_type)) {
+        let task_name = get(Some(name));
+        let mut track = device_track(&task_name, Some(&task));
+        if track == Track::Kernel && is_comm_name(&get(op_type)) {
             track = Track::Comm;
         }
         let lane = match stream {
@@ -481,13 +694,15 @@ fn load_kernel_details(path: &Path, p: &mut Profile, limits: &Limits) -> Result<
                 lanes.len() - 1
             }
         } as u32;
-        if let Some(s) = number(get(step)).filter(|s| *s >= 0.0) {
+        if let Some(s) = number(&get(step)).filter(|s| *s >= 0.0)
+            && p.steps.last() != Some(&(s as u64))
+        {
             p.steps.push(s as u64);
         }
-        let n = p.intern(get(Some(name)));
+        let n = p.intern(&task_name);
         p.events.push(Event {
-            start: us(get(Some(start))),
-            dur: us(get(Some(dur))).max(0),
+            start: us(&get(Some(start))),
+            dur: us(&get(Some(dur))).max(0),
             name: n,
             detail: NONE,
             thread,

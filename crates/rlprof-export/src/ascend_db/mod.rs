@@ -18,6 +18,7 @@ pub mod schema;
 pub mod strings;
 pub mod summary;
 pub mod template;
+pub mod untrusted;
 pub mod writer;
 
 use crate::ExportError;

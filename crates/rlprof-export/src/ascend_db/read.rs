@@ -4,13 +4,14 @@
 //! no indexes); ids are resolved in memory.
 
 use super::schema::RLPROF_DOMAIN;
+use super::untrusted::{self, has, opt, select, text};
 use crate::ExportError;
 use crate::decode::StepSpan;
 use rlprof_profiler::metrics;
 use rlprof_profiler::record::RangeCat;
-use rusqlite::{Connection, OpenFlags};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// One communication op.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +47,8 @@ pub struct DbRank {
     pub comms: Vec<DbComm>,
     /// Role calls `(name, start, end)` (rlprof's own marker ranges).
     pub role_calls: Vec<(String, u64, u64)>,
+    /// What was skipped while reading (rows with unreadable times), for the user.
+    pub notes: Vec<String>,
 }
 
 /// A communication op's task totals.
@@ -54,15 +57,6 @@ struct OpTasks {
     bytes: u64,
     waits: metrics::PlaneWaits,
     peer: Option<i64>,
-}
-
-fn has(conn: &Connection, t: &str) -> rusqlite::Result<bool> {
-    conn.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?1",
-        [t],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
 }
 
 /// Every `*/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler*.db` at or below `path` whose
@@ -108,16 +102,41 @@ fn profiler_dbs(out_dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Reads one profiler DB.
+/// Reads one profiler DB, as untrusted input ([`super::untrusted`]): a file that is not a
+/// regular file, a view, a virtual table or a generated column where a table is read, a value
+/// longer than [`super::untrusted::MAX_VALUE_BYTES`] or a read past
+/// [`super::untrusted::DB_TIME_LIMIT`] is an error naming the file.
 pub fn read_rank(path: &Path) -> Result<DbRank, ExportError> {
-    read_inner(path).map_err(|source| ExportError::Sqlite {
+    read_rank_within(path, untrusted::DB_TIME_LIMIT)
+}
+
+/// [`read_rank`] with another time limit.
+pub fn read_rank_within(path: &Path, time_limit: Duration) -> Result<DbRank, ExportError> {
+    read_inner(path, time_limit).map_err(|source| ExportError::Sqlite {
         path: path.to_path_buf(),
         source,
     })
 }
 
-fn read_inner(path: &Path) -> rusqlite::Result<DbRank> {
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+/// A row's `(start, end)` in columns `a` and `b`, of any storage class, clamped at 0; `None`,
+/// counted in `bad`, when either is NULL or not a number.
+fn span(
+    r: &rusqlite::Row,
+    a: usize,
+    b: usize,
+    bad: &mut u64,
+) -> rusqlite::Result<Option<(u64, u64)>> {
+    Ok(match (opt(r, a)?, opt(r, b)?) {
+        (Some(s), Some(e)) => Some((s.max(0) as u64, e.max(0) as u64)),
+        _ => {
+            *bad += 1;
+            None
+        }
+    })
+}
+
+fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
+    let conn = untrusted::open(path, time_limit)?;
     let mut d = DbRank {
         rank: path
             .file_stem()
@@ -128,48 +147,57 @@ fn read_inner(path: &Path) -> rusqlite::Result<DbRank> {
         world_size: 1,
         ..DbRank::default()
     };
+    // Rows skipped for a time that is NULL or not a number.
+    let mut bad = 0u64;
     let mut strings: HashMap<i64, String> = HashMap::new();
-    let mut st = conn.prepare("SELECT id, value FROM STRING_IDS")?;
+    let mut st = select(&conn, "STRING_IDS", &["id", "value"])?;
     let mut rows = st.raw_query();
     while let Some(r) = rows.next()? {
-        strings.insert(
-            r.get(0)?,
-            r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-        );
+        if let Some(id) = opt(r, 0)? {
+            strings.insert(id, text(r, 1)?);
+        }
     }
+    drop(rows);
     let s = |id: Option<i64>| {
         id.and_then(|i| strings.get(&i))
             .cloned()
             .unwrap_or_default()
     };
-    if has(&conn, "RANK_DEVICE_MAP")?
-        && let Ok(r) = conn.query_row("SELECT rankId FROM RANK_DEVICE_MAP", [], |r| {
-            r.get::<_, i64>(0)
-        })
-        && r >= 0
-    {
-        d.rank = r as u32;
+    if has(&conn, "RANK_DEVICE_MAP")? {
+        let mut st = select(&conn, "RANK_DEVICE_MAP", &["rankId"])?;
+        let mut rows = st.raw_query();
+        if let Some(r) = rows.next()?
+            && let Some(rank) = opt(r, 0)?
+            && rank >= 0
+        {
+            d.rank = rank as u32;
+        }
     }
-    if has(&conn, "META_DATA")?
-        && let Ok(v) = conn.query_row(
-            "SELECT value FROM META_DATA WHERE name = 'distributed_args'",
-            [],
-            |r| r.get::<_, String>(0),
-        )
-    {
-        let ws = serde_json::from_str::<serde_json::Value>(&v)
-            .ok()
-            .and_then(|j| j.get("world_size").and_then(|w| w.as_u64()));
-        d.world_size = ws.unwrap_or(1).max(1) as u32;
-    }
-    if has(&conn, "STEP_TIME")? {
-        let mut st = conn.prepare("SELECT id, startNs, endNs FROM STEP_TIME")?;
+    if has(&conn, "META_DATA")? {
+        let mut st = select(&conn, "META_DATA", &["name", "value"])?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
+            if text(r, 0)? != "distributed_args" {
+                continue;
+            }
+            let ws = serde_json::from_str::<serde_json::Value>(&text(r, 1)?)
+                .ok()
+                .and_then(|j| j.get("world_size").and_then(|w| w.as_u64()));
+            d.world_size = ws.unwrap_or(1).clamp(1, u32::MAX as u64) as u32;
+            break;
+        }
+    }
+    if has(&conn, "STEP_TIME")? {
+        let mut st = select(&conn, "STEP_TIME", &["id", "startNs", "endNs"])?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            let Some((start, end)) = span(r, 1, 2, &mut bad)? else {
+                continue;
+            };
             d.steps.push(StepSpan {
-                step: r.get::<_, i64>(0)?.max(0) as u64,
-                start: r.get::<_, i64>(1)?.max(0) as u64,
-                end: r.get::<_, i64>(2)?.max(0) as u64,
+                step: opt(r, 0)?.unwrap_or(0).max(0) as u64,
+                start,
+                end,
             });
         }
         d.steps.sort_by_key(|s| s.start);
@@ -178,56 +206,72 @@ fn read_inner(path: &Path) -> rusqlite::Result<DbRank> {
     // a task's kind in `taskType` (`name` is its op's); ours in both.
     let mut tasks: HashMap<i64, (i64, u64, bool, Option<i64>, i64)> = HashMap::new();
     if has(&conn, "COMMUNICATION_TASK_INFO")? {
-        let mut st = conn.prepare(
-            "SELECT globalTaskId, opId, size, name, dstRank, taskType, planeId \
-             FROM COMMUNICATION_TASK_INFO",
+        let mut st = select(
+            &conn,
+            "COMMUNICATION_TASK_INFO",
+            &[
+                "globalTaskId",
+                "opId",
+                "size",
+                "name",
+                "dstRank",
+                "taskType",
+                "planeId",
+            ],
         )?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            let (Some(g), Some(op)) = (r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?)
-            else {
+            let (Some(g), Some(op)) = (opt(r, 0)?, opt(r, 1)?) else {
                 continue;
             };
-            let wait = s(r.get(3)?) == "Notify_Wait" || s(r.get(5)?) == "Notify_Wait";
-            let size = r.get::<_, Option<i64>>(2)?.unwrap_or(0).max(0) as u64;
-            let plane = r.get::<_, Option<i64>>(6)?.unwrap_or(0);
-            tasks.insert(g, (op, size, wait, r.get(4)?, plane));
+            let wait = s(opt(r, 3)?) == "Notify_Wait" || s(opt(r, 5)?) == "Notify_Wait";
+            let size = opt(r, 2)?.unwrap_or(0).max(0) as u64;
+            let plane = opt(r, 6)?.unwrap_or(0);
+            tasks.insert(g, (op, size, wait, opt(r, 4)?, plane));
         }
     }
     // The collectives' connection ids: a task they launched that is not a communication task is
     // the collective's own record on its stream, not a kernel.
     let mut launches: Vec<i64> = Vec::new();
     if has(&conn, "COMMUNICATION_OP")? {
-        let mut st = conn.prepare("SELECT connectionId FROM COMMUNICATION_OP")?;
+        let mut st = select(&conn, "COMMUNICATION_OP", &["connectionId"])?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            launches.extend(r.get::<_, Option<i64>>(0)?);
+            launches.extend(opt(r, 0)?);
         }
         launches.sort_unstable();
     }
-    let compute: std::collections::HashSet<i64> = if has(&conn, "COMPUTE_TASK_INFO")? {
-        let mut st = conn.prepare("SELECT globalTaskId FROM COMPUTE_TASK_INFO")?;
-        st.query_map([], |r| r.get::<_, Option<i64>>(0))?
-            .filter_map(|g| g.ok().flatten())
-            .collect()
-    } else {
-        Default::default()
-    };
-    let mut per_op: HashMap<i64, OpTasks> = HashMap::new();
-    if has(&conn, "TASK")? {
-        let mut st =
-            conn.prepare("SELECT startNs, endNs, globalTaskId, taskType, connectionId FROM TASK")?;
+    let mut compute: std::collections::HashSet<i64> = Default::default();
+    if has(&conn, "COMPUTE_TASK_INFO")? {
+        let mut st = select(&conn, "COMPUTE_TASK_INFO", &["globalTaskId"])?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            let (a, b) = (
-                r.get::<_, i64>(0)?.max(0) as u64,
-                r.get::<_, i64>(1)?.max(0) as u64,
-            );
-            let g = r.get::<_, Option<i64>>(2)?;
+            compute.extend(opt(r, 0)?);
+        }
+    }
+    let mut per_op: HashMap<i64, OpTasks> = HashMap::new();
+    if has(&conn, "TASK")? {
+        let mut st = select(
+            &conn,
+            "TASK",
+            &[
+                "startNs",
+                "endNs",
+                "globalTaskId",
+                "taskType",
+                "connectionId",
+            ],
+        )?;
+        let mut rows = st.raw_query();
+        while let Some(r) = rows.next()? {
+            let Some((a, b)) = span(r, 0, 1, &mut bad)? else {
+                continue;
+            };
+            let g = opt(r, 2)?;
             match g.and_then(|g| tasks.get(&g)) {
                 Some(&(op, size, wait, peer, plane)) => {
                     let e = per_op.entry(op).or_default();
-                    e.bytes += size;
+                    e.bytes = e.bytes.saturating_add(size);
                     if wait {
                         e.waits.add(plane, b.saturating_sub(a));
                     }
@@ -239,10 +283,9 @@ fn read_inner(path: &Path) -> rusqlite::Result<DbRank> {
                 // the compute tasks. Without `COMPUTE_TASK_INFO`, every task but the
                 // collectives' own records and stream synchronisation.
                 None if compute.is_empty() => {
-                    let launched_by_comm = r
-                        .get::<_, Option<i64>>(4)?
-                        .is_some_and(|c| launches.binary_search(&c).is_ok());
-                    if !(launched_by_comm || metrics::is_sync_task(&s(r.get(3)?))) {
+                    let launched_by_comm =
+                        opt(r, 4)?.is_some_and(|c| launches.binary_search(&c).is_ok());
+                    if !(launched_by_comm || metrics::is_sync_task(&s(opt(r, 3)?))) {
                         d.kernels.push((a, b.max(a)));
                     }
                 }
@@ -255,23 +298,24 @@ fn read_inner(path: &Path) -> rusqlite::Result<DbRank> {
         }
     }
     if has(&conn, "COMMUNICATION_OP")? {
-        let mut st =
-            conn.prepare("SELECT opName, startNs, endNs, groupName, opId FROM COMMUNICATION_OP")?;
+        let mut st = select(
+            &conn,
+            "COMMUNICATION_OP",
+            &["opName", "startNs", "endNs", "groupName", "opId"],
+        )?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            let OpTasks { bytes, waits, peer } = r
-                .get::<_, Option<i64>>(4)?
+            let Some((start, end)) = span(r, 1, 2, &mut bad)? else {
+                continue;
+            };
+            let OpTasks { bytes, waits, peer } = opt(r, 4)?
                 .and_then(|op| per_op.get(&op))
                 .cloned()
                 .unwrap_or_default();
             let wait = waits.wait();
-            let group = s(r.get(3)?);
-            let (start, end) = (
-                r.get::<_, i64>(1)?.max(0) as u64,
-                r.get::<_, i64>(2)?.max(0) as u64,
-            );
+            let group = s(opt(r, 3)?);
             d.comms.push(DbComm {
-                name: s(r.get(0)?),
+                name: s(opt(r, 0)?),
                 group: if group == "default_group" {
                     String::new()
                 } else {
@@ -292,17 +336,26 @@ fn read_inner(path: &Path) -> rusqlite::Result<DbRank> {
         .find(|(_, v)| v.as_str() == RLPROF_DOMAIN)
         .map(|(k, _)| *k);
     if let (Some(dom), true) = (ours, has(&conn, "MSTX_EVENTS")?) {
-        let mut st = conn.prepare(
-            "SELECT startNs, endNs, message FROM MSTX_EVENTS WHERE domainId = ?1 AND category = ?2",
+        let mut st = select(
+            &conn,
+            "MSTX_EVENTS",
+            &["startNs", "endNs", "message", "domainId", "category"],
         )?;
-        let mut rows = st.query([dom, RangeCat::RoleCall as i64])?;
+        let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            let (a, b) = (
-                r.get::<_, i64>(0)?.max(0) as u64,
-                r.get::<_, i64>(1)?.max(0) as u64,
-            );
-            d.role_calls.push((s(r.get(2)?), a, b.max(a)));
+            if opt(r, 3)? != Some(dom) || opt(r, 4)? != Some(RangeCat::RoleCall as i64) {
+                continue;
+            }
+            let Some((a, b)) = span(r, 0, 1, &mut bad)? else {
+                continue;
+            };
+            d.role_calls.push((s(opt(r, 2)?), a, b.max(a)));
         }
+    }
+    if bad > 0 {
+        d.notes.push(format!(
+            "{bad} rows without a readable start or end time (NULL or not a number) were skipped"
+        ));
     }
     Ok(d)
 }

@@ -1,7 +1,7 @@
 //! Device-side tables: `TASK` with `COMPUTE_TASK_INFO` (kernels, copies, stream waits) and
 //! `COMMUNICATION_OP` with `COMMUNICATION_TASK_INFO` (collectives, their bytes and waits).
 
-use super::{Reader, Stop, int, opt};
+use super::{Reader, Stop, opt};
 use crate::device_names::device_track;
 use crate::model::{Detail, Track};
 use rlprof_profiler::metrics::PlaneWaits;
@@ -127,7 +127,9 @@ impl Reader<'_, '_> {
         let mut rows = st.raw_query();
         let mut cursor = 0usize;
         while let Some(r) = rows.next()? {
-            let (start, end) = (int(r, 0)?, int(r, 1)?);
+            let Some((start, end)) = self.span(r, 0, 1)? else {
+                continue;
+            };
             let gid: Option<i64> = opt(r, 2)?;
             if let Some(c) = gid.and_then(|g| comm.get(&g)) {
                 let t = per_op.entry(c.op).or_default();
@@ -215,8 +217,11 @@ impl Reader<'_, '_> {
         let rank = self.p.rank as i64;
         let thread = self.thread(i64::MIN, || "communication".into());
         while let Some(r) = rows.next()? {
+            let Some((start, end)) = self.span(r, 1, 2)? else {
+                continue;
+            };
             let name = self.name(opt(r, 0)?);
-            let mut e = self.event(int(r, 1)?, int(r, 2)?, name, thread, Track::Comm);
+            let mut e = self.event(start, end, name, thread, Track::Comm);
             let t = opt(r, 4)?
                 .and_then(|op| per_op.get(&op))
                 .cloned()

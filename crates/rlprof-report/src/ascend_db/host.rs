@@ -1,7 +1,7 @@
 //! Host-side tables: `PYTORCH_API` (ops, steps, Python functions, task-queue entries), with
 //! their shapes, dtypes and call stacks; `CANN_API`; `MSTX_EVENTS`.
 
-use super::{OpDetailIds, Reader, Stop, int, opt, text};
+use super::{OpDetailIds, Reader, Stop, opt, text};
 use crate::model::{Detail, NONE, Track};
 use rlprof_profiler::record::RangeCat;
 use rustc_hash::FxHashMap;
@@ -63,7 +63,9 @@ impl Reader<'_, '_> {
         )?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            let (start, end): (i64, i64) = (int(r, 0)?, int(r, 1)?);
+            let Some((start, end)) = self.span(r, 0, 1)? else {
+                continue;
+            };
             let tid: i64 = opt(r, 2)?.unwrap_or(0);
             let name_id: Option<i64> = opt(r, 3)?;
             let ty: Option<i64> = opt(r, 7)?;
@@ -136,6 +138,9 @@ impl Reader<'_, '_> {
         )?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
+            let Some((start, end)) = self.span(r, 0, 1)? else {
+                continue;
+            };
             let conn: Option<i64> = opt(r, 4)?;
             if conn.is_some_and(|c| launches.binary_search(&c).is_ok()) {
                 continue;
@@ -148,7 +153,7 @@ impl Reader<'_, '_> {
             let tid: i64 = opt(r, 3)?.unwrap_or(0);
             let thread = self.host_thread(tid);
             let name = self.name(opt(r, 5)?);
-            let e = self.event(int(r, 0)?, int(r, 1)?, name, thread, track);
+            let e = self.event(start, end, name, thread, track);
             self.push(e)?;
         }
         Ok(())
@@ -169,6 +174,9 @@ impl Reader<'_, '_> {
         )?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
+            let Some((start, end)) = self.span(r, 0, 1)? else {
+                continue;
+            };
             let domain: Option<i64> = opt(r, 5)?;
             let ours = rlprof.is_some() && domain == rlprof;
             let track = if ours {
@@ -185,7 +193,7 @@ impl Reader<'_, '_> {
             let tid: i64 = opt(r, 4)?.unwrap_or(0);
             let thread = self.host_thread(tid);
             let name = self.name(opt(r, 3)?);
-            let e = self.event(int(r, 0)?, int(r, 1)?, name, thread, track);
+            let e = self.event(start, end, name, thread, track);
             self.push(e)?;
         }
         Ok(())

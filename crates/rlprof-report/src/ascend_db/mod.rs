@@ -25,7 +25,7 @@ use crate::Limits;
 use crate::error::ReportError;
 use crate::model::{Event, NONE, Profile, SourceFormat, Track};
 use crate::sqlite_values::{self as sql, int, opt, text};
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 
@@ -67,18 +67,28 @@ fn rank_of(path: &Path) -> Option<u32> {
 fn malformed(path: &Path) -> impl Fn(rusqlite::Error) -> ReportError + '_ {
     move |e| ReportError::Malformed {
         path: path.to_path_buf(),
-        message: format!("SQLite: {e}"),
+        message: if is_interrupt(&e) {
+            format!(
+                "SQLite: reading took longer than {} s and was stopped",
+                sql::DB_TIME_LIMIT.as_secs()
+            )
+        } else {
+            format!("SQLite: {e}")
+        },
     }
 }
 
-/// Loads a profiler DB.
+/// Whether SQLite stopped a statement at the deadline ([`sql::open_untrusted`]).
+fn is_interrupt(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted)
+}
+
+/// Loads a profiler DB: an untrusted file ([`sql::open_untrusted`]), so one that is not a
+/// regular file, or holds views, virtual tables or generated columns where tables are read, or
+/// takes longer than [`sql::DB_TIME_LIMIT`], is an error naming it, not a hang.
 pub fn load_db(path: &Path, group: &str, limits: &Limits) -> Result<Profile, ReportError> {
     let err = malformed(path);
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(&err)?;
+    let conn = sql::open_untrusted(path, sql::DB_TIME_LIMIT)?;
     let mut p = Profile::new(
         path.to_path_buf(),
         SourceFormat::Ascend,
@@ -128,6 +138,8 @@ struct Reader<'c, 'p> {
     /// with the same inputs share one (most ops of a step repeat the shapes of another).
     op_details: FxHashMap<OpDetailIds, u32>,
     origin: i64,
+    /// Rows skipped for a start or end time that is NULL or not a number.
+    unreadable: u64,
 }
 impl<'c, 'p> Reader<'c, 'p> {
     fn new(conn: &'c Connection, p: &'p mut Profile, limits: &Limits) -> Self {
@@ -141,6 +153,7 @@ impl<'c, 'p> Reader<'c, 'p> {
             op_details: FxHashMap::default(),
             kernel_tracks: Vec::new(),
             origin: 0,
+            unreadable: 0,
         }
     }
 
@@ -158,11 +171,7 @@ impl<'c, 'p> Reader<'c, 'p> {
         self.origin = self.session_start()?;
         self.p.origin_ns = self.origin.max(0) as u64;
         if self.has("RANK_DEVICE_MAP")?
-            && let Ok(r) = self
-                .conn
-                .query_row("SELECT rankId FROM RANK_DEVICE_MAP", [], |r| {
-                    r.get::<_, i64>(0)
-                })
+            && let Some(r) = self.first_int("RANK_DEVICE_MAP", "rankId")?
             && r >= 0
         {
             self.p.rank = r as u32;
@@ -193,6 +202,12 @@ impl<'c, 'p> Reader<'c, 'p> {
         if self.has("STEP_TIME")? {
             self.read_steps()?;
         }
+        if self.unreadable > 0 {
+            self.p.notes.push(format!(
+                "{} rows without a readable start or end time (NULL or not a number) were skipped",
+                self.unreadable
+            ));
+        }
         Ok(())
     }
 
@@ -209,27 +224,56 @@ impl<'c, 'p> Reader<'c, 'p> {
         Ok(())
     }
 
+    /// The first row's `col` of `table` as an integer of any storage class (`None` when the
+    /// table is empty or the value is NULL or not a number).
+    fn first_int(&self, table: &str, col: &str) -> rusqlite::Result<Option<i64>> {
+        let mut st = self.select(table, &[col])?;
+        let mut rows = st.raw_query();
+        Ok(match rows.next()? {
+            Some(r) => opt(r, 0)?,
+            None => None,
+        })
+    }
+
+    /// The session start: `SESSION_TIME_INFO.startTimeNs`, or without one (no table, no row,
+    /// NULL) the earliest host or device time. Times may be stored as text (torch_npu declares
+    /// `PYTORCH_API`'s TEXT), so the minimum is taken of their numeric values.
     fn session_start(&self) -> rusqlite::Result<i64> {
         if self.has("SESSION_TIME_INFO")?
-            && let Ok(Some(t)) =
-                self.conn
-                    .query_row("SELECT startTimeNs FROM SESSION_TIME_INFO", [], |r| {
-                        r.get::<_, Option<i64>>(0)
-                    })
+            && let Some(t) = self.first_int("SESSION_TIME_INFO", "startTimeNs")?
         {
             return Ok(t);
         }
-        // Without a session record: the earliest host or device time.
         let mut lo = i64::MAX;
         for t in ["PYTORCH_API", "TASK"] {
             if self.has(t)? {
-                let v: Option<i64> =
-                    self.conn
-                        .query_row(&format!("SELECT min(startNs) FROM {t}"), [], |r| r.get(0))?;
-                lo = lo.min(v.unwrap_or(i64::MAX));
+                let mut st = self.select(t, &["startNs"])?;
+                let mut rows = st.raw_query();
+                while let Some(r) = rows.next()? {
+                    if let Some(v) = opt(r, 0)? {
+                        lo = lo.min(v);
+                    }
+                }
             }
         }
         Ok(if lo == i64::MAX { 0 } else { lo })
+    }
+
+    /// A row's `(start, end)` times (columns `a` and `b`), of any storage class; `None`, with
+    /// the row counted in [`Reader::unreadable`], when either is NULL or not a number.
+    fn span(
+        &mut self,
+        r: &rusqlite::Row,
+        a: usize,
+        b: usize,
+    ) -> rusqlite::Result<Option<(i64, i64)>> {
+        match (opt(r, a)?, opt(r, b)?) {
+            (Some(s), Some(e)) => Ok(Some((s, e))),
+            _ => {
+                self.unreadable += 1;
+                Ok(None)
+            }
+        }
     }
 
     fn name(&mut self, id: Option<i64>) -> u32 {
@@ -293,7 +337,10 @@ impl<'c, 'p> Reader<'c, 'p> {
         let mut st = self.select("STEP_TIME", &["id", "startNs", "endNs"])?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
-            steps.push((int(r, 0)?, int(r, 1)?, int(r, 2)?));
+            let Some((start, end)) = self.span(r, 1, 2)? else {
+                continue;
+            };
+            steps.push((int(r, 0)?, start, end));
         }
         self.p.steps = steps.iter().map(|s| s.0.max(0) as u64).collect();
         if self.p.events.iter().any(|e| e.track == Track::Step) {
