@@ -455,7 +455,7 @@ fn is_host(device_type: &str) -> bool {
 
 /// Integer nanoseconds of a microsecond cell.
 fn us_to_ns(s: &str) -> Option<i64> {
-    number(s).map(|us| (us * 1000.0).round() as i64)
+    crate::exact_time::us_to_ns(s.trim())
 }
 
 /// Bytes of a torch_npu "MB" cell.

@@ -35,9 +35,30 @@ use std::time::{Duration, Instant};
 pub const MAX_VALUE_BYTES: i32 = 16 << 20;
 /// Longest SQL statement accepted by an untrusted DB's connection (ours are short).
 const MAX_SQL_BYTES: i32 = 64 << 10;
-/// Time allowed for reading one DB: past it, the statement running is interrupted and the DB is
-/// reported as an error (a pathological file ends in bounded time).
-pub const DB_TIME_LIMIT: Duration = Duration::from_secs(300);
+/// The part of a DB's time limit that does not depend on its size (see [`db_time_limit`]).
+pub const DB_BASE_TIME: Duration = Duration::from_secs(10);
+/// Bytes of DB per further second of its time limit. A 1 M-task torch_npu DB loads in 0.8 s
+/// (BENCHMARKS.md), more than 100 MB/s: 16 MiB/s leaves a margin of over 6x on a slower machine.
+pub const DB_BYTES_PER_SECOND: u64 = 16 << 20;
+
+/// Time allowed for reading the DB at `path`: past it, the running statement is interrupted and
+/// the DB reported as an error, so that a pathological file ends in bounded time. It grows with
+/// the bytes the file really holds on disk (a sparse file's holes give it no more time):
+/// [`DB_BASE_TIME`] plus a second per [`DB_BYTES_PER_SECOND`].
+pub fn db_time_limit(path: &Path) -> Duration {
+    let held = std::fs::metadata(path).map_or(0, |m| {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            m.len().min(m.blocks().saturating_mul(512))
+        }
+        #[cfg(not(unix))]
+        {
+            m.len()
+        }
+    });
+    DB_BASE_TIME + Duration::from_secs(held / DB_BYTES_PER_SECOND)
+}
 /// SQLite virtual-machine steps between two deadline checks.
 const PROGRESS_STEPS: i32 = 10_000;
 

@@ -18,7 +18,6 @@ pub mod schema;
 pub mod strings;
 pub mod summary;
 pub mod template;
-pub mod untrusted;
 pub mod writer;
 
 use crate::ExportError;

@@ -4,11 +4,11 @@
 //! no indexes); ids are resolved in memory.
 
 use super::schema::RLPROF_DOMAIN;
-use super::untrusted::{self, has, opt, select, text};
 use crate::ExportError;
 use crate::decode::StepSpan;
 use rlprof_profiler::metrics;
 use rlprof_profiler::record::RangeCat;
+use rlprof_report::sqlite_values::{self as untrusted, has_table as has, opt, select, text};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -102,12 +102,13 @@ fn profiler_dbs(out_dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Reads one profiler DB, as untrusted input ([`super::untrusted`]): a file that is not a
+/// Reads one profiler DB, as untrusted input (`rlprof_report::sqlite_values::open_untrusted`,
+/// the one place that opens a DB another program wrote): a file that is not a
 /// regular file, a view, a virtual table or a generated column where a table is read, a value
-/// longer than [`super::untrusted::MAX_VALUE_BYTES`] or a read past
-/// [`super::untrusted::DB_TIME_LIMIT`] is an error naming the file.
+/// longer than `MAX_VALUE_BYTES` or a read past
+/// the DB time limit is an error naming the file.
 pub fn read_rank(path: &Path) -> Result<DbRank, ExportError> {
-    read_rank_within(path, untrusted::DB_TIME_LIMIT)
+    read_rank_within(path, untrusted::db_time_limit(path))
 }
 
 /// [`read_rank`] with another time limit.
@@ -136,7 +137,12 @@ fn span(
 }
 
 fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
-    let conn = untrusted::open(path, time_limit)?;
+    let conn = untrusted::open_untrusted(path, time_limit).map_err(|e| {
+        rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+            Some(e.to_string()),
+        )
+    })?;
     let mut d = DbRank {
         rank: path
             .file_stem()

@@ -64,13 +64,16 @@ fn rank_of(path: &Path) -> Option<u32> {
         .ok()
 }
 
-fn malformed(path: &Path) -> impl Fn(rusqlite::Error) -> ReportError + '_ {
+fn malformed(
+    path: &Path,
+    limit: std::time::Duration,
+) -> impl Fn(rusqlite::Error) -> ReportError + '_ {
     move |e| ReportError::Malformed {
         path: path.to_path_buf(),
         message: if is_interrupt(&e) {
             format!(
-                "SQLite: reading took longer than {} s and was stopped",
-                sql::DB_TIME_LIMIT.as_secs()
+                "SQLite: reading took longer than its limit of {} s and was stopped",
+                limit.as_secs()
             )
         } else {
             format!("SQLite: {e}")
@@ -85,10 +88,11 @@ fn is_interrupt(e: &rusqlite::Error) -> bool {
 
 /// Loads a profiler DB: an untrusted file ([`sql::open_untrusted`]), so one that is not a
 /// regular file, or holds views, virtual tables or generated columns where tables are read, or
-/// takes longer than [`sql::DB_TIME_LIMIT`], is an error naming it, not a hang.
+/// takes longer than its limit ([`sql::db_time_limit`]), is an error naming it, not a hang.
 pub fn load_db(path: &Path, group: &str, limits: &Limits) -> Result<Profile, ReportError> {
-    let err = malformed(path);
-    let conn = sql::open_untrusted(path, sql::DB_TIME_LIMIT)?;
+    let limit = sql::db_time_limit(path);
+    let err = malformed(path, limit);
+    let conn = sql::open_untrusted(path, limit)?;
     let mut p = Profile::new(
         path.to_path_buf(),
         SourceFormat::Ascend,

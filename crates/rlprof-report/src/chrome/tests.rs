@@ -11,7 +11,6 @@ use super::parse::*;
 use super::time::*;
 use super::*;
 use crate::device_names::is_comm_name;
-use crate::json_reader::{self as json};
 use crate::model::{Detail, Event, MemEvent, NONE, Profile, RAW_DETAIL, SourceFormat, Track};
 use std::borrow::Cow;
 use std::io::Read;
