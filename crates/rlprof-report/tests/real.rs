@@ -29,13 +29,61 @@ fn real(p: &str) -> PathBuf {
     path
 }
 
+/// The trace as a `Value`, with every `"ts"` and `"dur"` number kept as its text (a string),
+/// so that [`ns`] reads it exactly: serde_json's `Value` holds numbers as f64, which rounds
+/// epoch-based microseconds by up to 128 ns.
 fn read_json(path: &Path) -> Value {
     let bytes = std::fs::read(path).unwrap();
-    if path.extension().is_some_and(|e| e == "gz") {
-        serde_json::from_reader(flate2::read::MultiGzDecoder::new(&bytes[..])).unwrap()
+    let text = if path.extension().is_some_and(|e| e == "gz") {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&bytes[..]), &mut s)
+            .unwrap();
+        s
     } else {
-        serde_json::from_slice(&bytes).unwrap()
+        String::from_utf8(bytes).unwrap()
+    };
+    serde_json::from_str(&quote_times(&text)).unwrap()
+}
+
+/// `"ts": 123.456` -> `"ts": "123.456"` (and `"dur"`), written independently of the crate.
+fn quote_times(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + text.len() / 16);
+    let mut last = 0;
+    let mut i = 0;
+    while i < b.len() {
+        let key = [&b"\"ts\""[..], &b"\"dur\""[..]]
+            .into_iter()
+            .find(|k| b[i..].starts_with(k));
+        let Some(key) = key else {
+            i += 1;
+            continue;
+        };
+        let mut j = i + key.len();
+        while j < b.len() && b[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        if j < b.len() && b[j] == b':' {
+            j += 1;
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            let start = j;
+            while j < b.len() && (b[j].is_ascii_digit() || b"-+.eE".contains(&b[j])) {
+                j += 1;
+            }
+            if j > start {
+                out.push_str(&text[last..start]);
+                out.push('"');
+                out.push_str(&text[start..j]);
+                out.push('"');
+                last = j;
+            }
+        }
+        i = j.max(i + 1);
     }
+    out.push_str(&text[last..]);
+    out
 }
 
 /// `report --format json` of a path, parsed.
@@ -54,12 +102,31 @@ fn top_kind(report: &Value, name: &str) -> Option<String> {
         .map(|r| r["kind"].as_str().unwrap().to_string())
 }
 
+/// Microseconds to nanoseconds: a decimal text exactly (in i128, half away from zero past the
+/// third decimal), anything else through f64.
 fn ns(v: &Value) -> i64 {
-    let us = match v {
-        Value::String(s) => s.trim().parse::<f64>().unwrap(),
-        v => v.as_f64().unwrap(),
+    let text = match v {
+        Value::String(s) => s.trim().to_string(),
+        v => return (v.as_f64().unwrap() * 1000.0).round() as i64,
     };
-    (us * 1000.0).round() as i64
+    if text.contains(['e', 'E']) {
+        return (text.parse::<f64>().unwrap() * 1000.0).round() as i64;
+    }
+    let (neg, body) = text
+        .strip_prefix('-')
+        .map_or((false, text.as_str()), |b| (true, b));
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    let mut digits: Vec<u8> = frac.bytes().collect();
+    digits.resize(digits.len().max(4), b'0');
+    let whole: i128 = if int.is_empty() {
+        0
+    } else {
+        int.parse().unwrap()
+    };
+    let milli: i128 = std::str::from_utf8(&digits[..3]).unwrap().parse().unwrap();
+    let round = i128::from(digits[3] >= b'5');
+    let v = whole * 1000 + milli + round;
+    (if neg { -v } else { v }) as i64
 }
 
 /// Total length of the union of intervals (sort and sweep, written independently of the crate).
@@ -421,8 +488,9 @@ fn profiles_of_different_jobs_are_never_summed_or_compared() {
         if e.get("pid").is_some() {
             e["pid"] = 999_999.into();
         }
-        if let Some(ts) = e.get("ts").and_then(Value::as_f64) {
-            e["ts"] = (ts + 3.6e9).into();
+        if let Some(ts) = e.get("ts").map(ns) {
+            let t = ts + 3_600_000_000_000_000;
+            e["ts"] = format!("{}.{:03}", t / 1000, t % 1000).into();
         }
     }
     let tmp = tempfile::tempdir().unwrap();
