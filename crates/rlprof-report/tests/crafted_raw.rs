@@ -62,7 +62,10 @@ fn report_and_analyse_agree_on_rank_files() {
     let refused = ["rank_-1.rlraw", "rank_01.rlraw", "rank_4294967296.rlraw"];
 
     let files = rlprof_export::analyse::raw_files(&dir);
-    assert_eq!(files, vec![raw.join("rank_0.rlraw"), raw.join("rank_1.rlraw")]);
+    assert_eq!(
+        files,
+        vec![raw.join("rank_0.rlraw"), raw.join("rank_1.rlraw")]
+    );
     let bad: Vec<PathBuf> = rlprof_export::analyse::refused_raw_files(&dir)
         .into_iter()
         .map(|(p, _)| p)

@@ -194,10 +194,7 @@ fn validated_reference(
                 Event::Memory(m) => vec![m.op],
                 Event::Instant(_, _, n, _) | Event::Counter(_, _, n, _) => vec![n],
             };
-            if let Some(&id) = ids
-                .iter()
-                .find(|&&id| id != 0 && idx.string(id).is_none())
-            {
+            if let Some(&id) = ids.iter().find(|&&id| id != 0 && idx.string(id).is_none()) {
                 if unnamed.1 == 0 {
                     unnamed_id = id;
                 }
