@@ -31,3 +31,18 @@ fn a_chrome_op_ending_past_i64_is_clamped() {
         "the end past i64 is clamped to its last ns: {ops:?}"
     );
 }
+
+/// `ascend_csv`: a kernel name whose first bytes end inside a multi-byte character
+/// (`gemm_…`, 6 bytes into a 3-byte character) panicked where names are tested for a
+/// `MEMCPY`/`MEMSET` prefix.
+#[test]
+fn a_device_name_with_a_multibyte_character_at_the_prefix_length() {
+    use rlprof_report::device_names::device_track;
+    assert_eq!(device_track("gemm_\u{fffd}gemm_f32", None), Track::Kernel);
+    assert_eq!(
+        device_track("\u{fffd}\u{fffd}", Some("AI_CORE")),
+        Track::Kernel
+    );
+    assert_eq!(device_track("MemCpy_async", None), Track::Memcpy);
+    assert_eq!(device_track("memset\u{fffd}", None), Track::Memcpy);
+}
