@@ -9,6 +9,11 @@ use std::path::{Path, PathBuf};
 
 fuzz_target!(|data: &[u8]| {
     let path = Path::new("trace.pt.trace.json");
-    let mut p = Profile::new(PathBuf::from(path), SourceFormat::TorchTrace, 0, "fuzz".into());
+    let mut p = Profile::new(
+        PathBuf::from(path),
+        SourceFormat::TorchTrace,
+        0,
+        "fuzz".into(),
+    );
     let _ = rlprof_report::chrome::read_stream(data, path, &mut p, &Limits::default());
 });
