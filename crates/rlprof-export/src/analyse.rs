@@ -20,6 +20,7 @@
 use crate::decode::{Counts, Index, incomplete};
 use crate::{ExportError, lock, marker, recover, staging};
 use rayon::prelude::*;
+use rlprof_profiler::raw::{RankFile, rank_file};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -133,25 +134,47 @@ impl TreeReport {
     }
 }
 
-/// The raw files of a collection directory, sorted by rank.
+/// The raw files of a collection directory, sorted by rank: the files
+/// [`rlprof_profiler::raw::rank_file`] reads as `rank_N.rlraw` (the reading `rlprof report`
+/// shares). Files named `rank_*.rlraw` whose `*` is not a rank are [`refused_raw_files`].
 pub fn raw_files(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir.join("rlprof_raw")) else {
-        return Vec::new();
-    };
-    let mut v: Vec<(u64, PathBuf)> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let rank = name
-                .strip_prefix("rank_")?
-                .strip_suffix(".rlraw")?
-                .parse()
-                .ok()?;
-            Some((rank, e.path()))
+    let mut v: Vec<(u32, PathBuf)> = rank_named(dir)
+        .into_iter()
+        .filter_map(|(p, r)| match r {
+            RankFile::Rank(n) => Some((n, p)),
+            _ => None,
         })
         .collect();
     v.sort();
     v.into_iter().map(|(_, p)| p).collect()
+}
+
+/// The files of a collection directory named `rank_*.rlraw` whose `*` is not a rank (negative,
+/// too large, not a number), sorted, each with why it is refused.
+pub fn refused_raw_files(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut v: Vec<(PathBuf, String)> = rank_named(dir)
+        .into_iter()
+        .filter_map(|(p, r)| match r {
+            RankFile::Invalid(why) => Some((p, why)),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every file of `dir/rlprof_raw` with what its name says.
+fn rank_named(dir: &Path) -> Vec<(PathBuf, RankFile)> {
+    let Ok(rd) = std::fs::read_dir(dir.join("rlprof_raw")) else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok())
+        .map(|e| {
+            let p = e.path();
+            let r = rank_file(&p);
+            (p, r)
+        })
+        .collect()
 }
 
 /// Whether `dir` is a collection directory: finished, or unfinished (`*.tmp`, in flight or
@@ -245,15 +268,24 @@ fn parse_locked(dir: &Path) -> Result<Report, ExportError> {
     report.recovered_from = recover::recovered_from(dir);
     let mut partial = Vec::new();
     let mut last_err = None;
+    for (raw, why) in refused_raw_files(dir) {
+        let e = ExportError::Unrecoverable {
+            path: raw,
+            reason: format!("{why}: the file is refused, not read as some rank"),
+        };
+        tracing::warn!("skipped: {e}");
+        report.warnings.push(format!("skipped: {e}"));
+    }
     for raw in &raw_files(dir) {
         match Index::build(raw) {
             Ok(idx) => {
                 report.warnings.extend(data_warnings(&idx));
+                report.tool = idx.meta.tool.as_str().to_string();
+                let outputs = export(dir, &idx, &mut report.warnings)?;
+                // After the export's replay, which finds what `incomplete` may point to.
                 if let Some(why) = incomplete(&idx) {
                     partial.push(format!("{}: {why}", raw.display()));
                 }
-                report.tool = idx.meta.tool.as_str().to_string();
-                let outputs = export(dir, &idx, &mut report.warnings)?;
                 let found = idx.record_warnings().iter();
                 report
                     .warnings

@@ -12,7 +12,7 @@
 use crate::ExportError;
 use crate::source::RawBytes;
 use rlprof_profiler::ProfilerError;
-use rlprof_profiler::raw::RawIndex;
+use rlprof_profiler::raw::{RawIndex, WarningKind};
 use rlprof_profiler::record::{Kind, RECORD_SIZE, RangeCat, Record};
 use std::path::Path;
 
@@ -211,7 +211,8 @@ pub fn step_number(name: &str) -> u64 {
 
 /// Why a raw file's data is incomplete (`None`: it holds the whole collection): damaged or
 /// cut off, no end marker (the process stopped while collecting), or, end-to-end, a planned
-/// step that never finished (the run was stopped and its collections closed early).
+/// step that never finished (the run was stopped and its collections closed early). Call it
+/// after a replay, which finds the ranges of unknown category that a missing step may be.
 pub fn incomplete(idx: &Index) -> Option<String> {
     if let Some(c) = &idx.corruption {
         return Some(format!(
@@ -247,8 +248,23 @@ pub fn incomplete(idx: &Index) -> Option<String> {
         .copied()
         .filter(|s| !idx.steps.iter().any(|sp| sp.step == *s))
         .collect();
-    (!missing.is_empty())
-        .then(|| format!("planned step(s) {missing:?} never finished (the run was stopped early)"))
+    if missing.is_empty() {
+        return None;
+    }
+    // Step ranges whose category byte was damaged are not counted as steps: say so rather than
+    // blame the run (known once a replay has run).
+    let odd = idx
+        .record_warnings()
+        .iter()
+        .find(|w| matches!(w.kind, WarningKind::UnknownRangeCategory(_)));
+    Some(match odd {
+        Some(w) => format!(
+            "planned step(s) {missing:?} not found: {} range(s) of unknown category, the first at \
+             byte {}, may be them (the file is damaged or crafted)",
+            w.count, w.offset
+        ),
+        None => format!("planned step(s) {missing:?} never finished (the run was stopped early)"),
+    })
 }
 
 #[cfg(test)]

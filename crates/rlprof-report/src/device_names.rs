@@ -50,7 +50,12 @@ pub fn device_track(name: &str, task_type: Option<&str>) -> Track {
         || upper_has(ty, "MEMSET")
         || ["MEMCPY", "MEMSET"]
             .iter()
-            .any(|p| name.len() >= p.len() && name[..p.len()].eq_ignore_ascii_case(p))
+            // By bytes: a name's first bytes may end inside a multi-byte character.
+            .any(|p| {
+                name.as_bytes()
+                    .get(..p.len())
+                    .is_some_and(|b| b.eq_ignore_ascii_case(p.as_bytes()))
+            })
     {
         Track::Memcpy
     } else {

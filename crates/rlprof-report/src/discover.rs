@@ -14,6 +14,7 @@ use crate::Limits;
 use crate::error::ReportError;
 use crate::model::{Loaded, Skipped};
 use rlprof_profiler::raw::marker::listed_files;
+use rlprof_profiler::raw::{RankFile, rank_file};
 use std::path::{Path, PathBuf};
 
 /// Deepest directory level searched below the given path.
@@ -188,7 +189,9 @@ fn fingerprint(p: &crate::model::Profile) -> u64 {
     h.finish()
 }
 
-/// A collection: every `rank_*.rlraw` of its `rlprof_raw/`.
+/// A collection: every rank file of its `rlprof_raw/`, as `rlprof analyse` reads them
+/// ([`rank_file`]): `rank_N.rlraw` is loaded, a `rank_*.rlraw` whose `*` is not a rank
+/// (`rank_-1.rlraw`, `rank_4294967296.rlraw`) is refused, any other file is not a rank file.
 fn load_collection(root: &Path, dir: &Path, raw: &Path, out: &mut Loaded) {
     let group = collection_group(root, dir);
     let mut files: Vec<PathBuf> = match std::fs::read_dir(raw) {
@@ -197,11 +200,17 @@ fn load_collection(root: &Path, dir: &Path, raw: &Path, out: &mut Loaded) {
     };
     files.sort();
     for f in files {
-        if f.extension().is_some_and(|e| e == "rlraw") {
-            match crate::raw_input::load_raw(&f, &group) {
+        match rank_file(&f) {
+            RankFile::Rank(_) => match crate::raw_input::load_raw(&f, &group) {
                 Ok(p) => out.profiles.push(p),
                 Err(e) => skip(out, &f, e.to_string()),
-            }
+            },
+            RankFile::Invalid(why) => skip(
+                out,
+                &f,
+                format!("{why}: the file is refused, not read as some rank"),
+            ),
+            RankFile::Other => {}
         }
     }
 }

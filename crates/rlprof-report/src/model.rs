@@ -131,9 +131,9 @@ const EMPTY: Event = Event {
 };
 
 impl Event {
-    /// End time.
+    /// End time (saturating: a reader clamps `dur` so that it fits, this only guards).
     pub fn end(&self) -> i64 {
-        self.start + self.dur
+        self.start.saturating_add(self.dur)
     }
 }
 

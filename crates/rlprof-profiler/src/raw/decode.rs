@@ -44,11 +44,12 @@
 
 use super::event::{Event, TimeCheck};
 use super::meta::CollectionMeta;
+use super::names::{Names, RankFile, rank_file};
 use super::reader::{Chunk, ChunkRef, Corruption, SliceReader};
 use super::writer::Truncation;
 use crate::ProfilerError;
 use crate::clock::{Calibration, TickMapper};
-use crate::record::{Kind, RECORD_SIZE, Record};
+use crate::record::{Kind, RECORD_SIZE, RangeCat, Record};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -97,6 +98,20 @@ pub enum WarningKind {
     },
     /// Bytes after the End chunk (ignored).
     DataAfterEnd,
+    /// String ids defined more than once (the first definition is kept); the first such id.
+    DuplicateString {
+        /// The id defined again.
+        id: u32,
+    },
+    /// Records naming a string id the file does not define; the first such id. The profiler
+    /// writes every id before the records that use it, so the file was damaged or crafted.
+    UnknownString {
+        /// The undefined id.
+        id: u32,
+    },
+    /// Ranges of a category the format does not define (kept as user ranges); the first one's
+    /// category byte.
+    UnknownRangeCategory(u8),
 }
 
 /// One validation finding: where, what and how often.
@@ -142,6 +157,19 @@ impl std::fmt::Display for RawWarning {
             WarningKind::DataAfterEnd => {
                 write!(f, "{n} byte(s) after the End chunk; they were ignored")
             }
+            WarningKind::DuplicateString { id } => write!(
+                f,
+                "{n} string id(s) defined again (the first here, id {id}); the first definition of each was kept"
+            ),
+            WarningKind::UnknownString { id } => write!(
+                f,
+                "{n} record(s) name string ids the file does not define (the first here, id {id}); their names are unknown"
+            ),
+            WarningKind::UnknownRangeCategory(c) => write!(
+                f,
+                "{n} range(s) of unknown category (the first here, category {c}); they were kept as user ranges, \
+                 so steps, phases or role calls among them are not counted as such"
+            ),
         }
     }
 }
@@ -161,6 +189,10 @@ struct Findings {
     outside: (u64, u64),
     unknown: (u64, u64),
     unknown_kind: u8,
+    unnamed: (u64, u64),
+    unnamed_id: u32,
+    odd_cat: (u64, u64),
+    odd_cat_byte: u8,
 }
 
 impl Findings {
@@ -182,11 +214,39 @@ impl Findings {
         Findings::note(&mut self.unknown, offset);
     }
 
+    #[cold]
+    #[inline(never)]
+    fn unknown_string(&mut self, id: u32, offset: u64) {
+        if self.unnamed.1 == 0 {
+            self.unnamed_id = id;
+        }
+        Findings::note(&mut self.unnamed, offset);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unknown_category(&mut self, cat: u8, offset: u64) {
+        if self.odd_cat.1 == 0 {
+            self.odd_cat_byte = cat;
+        }
+        Findings::note(&mut self.odd_cat, offset);
+    }
+
     fn warnings(&self, path: &Path) -> Vec<RawWarning> {
         [
             (WarningKind::EndBeforeStart, self.inverted),
             (WarningKind::OutsideClockWindow, self.outside),
             (WarningKind::UnknownKind(self.unknown_kind), self.unknown),
+            (
+                WarningKind::UnknownRangeCategory(self.odd_cat_byte),
+                self.odd_cat,
+            ),
+            (
+                WarningKind::UnknownString {
+                    id: self.unnamed_id,
+                },
+                self.unnamed,
+            ),
         ]
         .into_iter()
         .filter(|(_, (_, n))| *n > 0)
@@ -208,7 +268,7 @@ pub struct RawIndex {
     /// Its metadata. `rank` is the file name's rank where the name has one (see
     /// [`WarningKind::RankMismatch`]).
     pub meta: CollectionMeta,
-    names: Vec<Option<Box<str>>>,
+    names: Names,
     /// Thread index -> name.
     pub threads: BTreeMap<u32, String>,
     /// The first calibration point, if any.
@@ -237,7 +297,9 @@ pub struct RawIndex {
 struct Scan {
     meta: Option<(u64, CollectionMeta)>,
     meta_error: Option<String>,
-    names: Vec<Option<Box<str>>>,
+    names: Names,
+    /// Strings defined again: `(first offset, count)` and the first such id.
+    dup_strings: (u64, u64, u32),
     threads: BTreeMap<u32, String>,
     cals: Vec<Calibration>,
     truncated: Option<Truncation>,
@@ -266,12 +328,26 @@ impl RawIndex {
             match chunk {
                 ChunkRef::Records { body, .. } => body.as_chunks().0.iter().for_each(&mut each),
                 ChunkRef::Other(Chunk::Records { .. }) => {}
+                ChunkRef::Other(Chunk::Strings(v)) => {
+                    // The payload follows the 16-byte chunk header.
+                    let payload = data.get(at as usize + 16..).unwrap_or_default();
+                    s.strings(v, payload, at + 16);
+                }
                 ChunkRef::Other(c) => {
                     if s.other_chunk(c, at, path) {
                         break;
                     }
                 }
             }
+        }
+        if s.dup_strings.1 > 0 {
+            let (offset, count, id) = s.dup_strings;
+            s.warnings.push(RawWarning {
+                path: path.to_path_buf(),
+                offset,
+                kind: WarningKind::DuplicateString { id },
+                count,
+            });
         }
         let valid_bytes = reader.offset();
         if s.end.is_some() && (valid_bytes as usize) < data.len() {
@@ -289,19 +365,30 @@ impl RawIndex {
                 reason: no_meta_reason(s.meta_error.as_deref(), corruption.as_ref()),
             });
         };
-        if let Some(file) = rank_from_name(path)
-            && file != meta.rank
-        {
-            s.warnings.push(RawWarning {
-                path: path.to_path_buf(),
-                offset: meta_at,
-                kind: WarningKind::RankMismatch {
-                    meta: meta.rank,
-                    file,
-                },
-                count: 1,
-            });
-            meta.rank = file;
+        match rank_file(path) {
+            RankFile::Rank(file) if file != meta.rank => {
+                s.warnings.push(RawWarning {
+                    path: path.to_path_buf(),
+                    offset: meta_at,
+                    kind: WarningKind::RankMismatch {
+                        meta: meta.rank,
+                        file,
+                    },
+                    count: 1,
+                });
+                meta.rank = file;
+            }
+            RankFile::Invalid(why) => {
+                return Err(ProfilerError::Unrecoverable {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "{why}; its Meta chunk (byte {meta_at}) says rank {}: the file is refused \
+                         rather than read as a rank it may not be",
+                        meta.rank
+                    ),
+                });
+            }
+            RankFile::Rank(_) | RankFile::Other => {}
         }
         let first = s.cals.first().copied().unwrap_or(Calibration {
             ticks: 0,
@@ -346,7 +433,7 @@ impl RawIndex {
     /// The string of a name id, if the file defines it.
     #[inline]
     pub fn string(&self, id: u32) -> Option<&str> {
-        self.names.get(id as usize)?.as_deref()
+        self.names.get(id)
     }
 
     /// Wall-clock ns of a tick value.
@@ -506,7 +593,12 @@ impl RawIndex {
         let r = Record::from_bytes(b);
         let ext = xb.map(|x| Record::from_bytes(x));
         match Event::decode_checked(thread, &r, ext.as_ref(), &self.mapper, check) {
-            Some(e) => f(&e, xb.is_some()),
+            Some(e) => {
+                if VALIDATE {
+                    self.check_names(&e, off, found);
+                }
+                f(&e, xb.is_some())
+            }
             // The record's bytes, not the record: they are in memory already.
             None if VALIDATE => self.rejected(thread, b, off, xb, found, f),
             None => {}
@@ -542,8 +634,33 @@ impl RawIndex {
             let clamped = Record { a: r.ts, ..r };
             let ext = ext.as_ref();
             if let Some(e) = Event::decode_checked(thread, &clamped, ext, &self.mapper, Unchecked) {
+                self.check_names(&e, off, found);
                 f(&e, ext.is_some());
             }
+        }
+    }
+
+    /// Notes, for the event of the record at `off`, a name id the file does not define and a
+    /// range category the format does not define (both kept: the name shows as unknown, the
+    /// range as a user range).
+    #[inline(always)]
+    fn check_names(&self, e: &Event, off: u64, found: &mut Findings) {
+        // Every string id of the event (0, "none", where it has fewer).
+        let ids: [u32; 5] = match *e {
+            Event::Range(r) => {
+                if RangeCat::from_u8(r.cat).is_none() {
+                    found.unknown_category(r.cat, off);
+                }
+                // Module, shapes, dtypes and stack are 0 unless the range is an op.
+                [r.name, r.module, r.shapes, r.dtypes, r.stack]
+            }
+            Event::Kernel(k) => [k.name, 0, 0, 0, 0],
+            Event::Comm(c) => [c.name, c.group, 0, 0, 0],
+            Event::Memory(m) => [m.op, 0, 0, 0, 0],
+            Event::Instant(_, _, name, _) | Event::Counter(_, _, name, _) => [name, 0, 0, 0, 0],
+        };
+        if let Some(&id) = ids.iter().find(|&&id| !self.names.known(id)) {
+            found.unknown_string(id, off);
         }
     }
 }
@@ -613,6 +730,19 @@ impl TimeCheck for Unchecked {
 }
 
 impl Scan {
+    /// Takes a Strings chunk's entries `v`, decoded from `payload` (which starts at file offset
+    /// `at`): an id defined again keeps its first string and is noted.
+    fn strings(&mut self, v: Vec<(u32, String)>, payload: &[u8], at: u64) {
+        for (k, (id, s)) in v.into_iter().enumerate() {
+            if !self.names.insert(id, s) {
+                if self.dup_strings.1 == 0 {
+                    self.dup_strings = (at + entry_offset(payload, k), 0, id);
+                }
+                self.dup_strings.1 += 1;
+            }
+        }
+    }
+
     /// Takes a non-record chunk at offset `at`; true when reading must stop (End).
     fn other_chunk(&mut self, c: Chunk, at: u64, path: &Path) -> bool {
         match c {
@@ -629,15 +759,8 @@ impl Scan {
                         .get_or_insert(format!("the Meta chunk at byte {at} does not decode: {e}"));
                 }
             },
-            Chunk::Strings(v) => {
-                for (id, s) in v {
-                    let i = id as usize;
-                    if i >= self.names.len() {
-                        self.names.resize(i + 1, None);
-                    }
-                    self.names[i] = Some(s.into_boxed_str());
-                }
-            }
+            // Taken by `Scan::strings`, which needs the payload.
+            Chunk::Strings(_) => {}
             Chunk::Calibration(c) => self.cals.push(c),
             Chunk::Thread { thread, name } => {
                 self.threads.insert(thread, name);
@@ -661,13 +784,17 @@ fn no_meta_reason(meta_error: Option<&str>, corruption: Option<&Corruption>) -> 
     }
 }
 
-/// `rank_3.rlraw` -> 3.
-pub(crate) fn rank_from_name(path: &Path) -> Option<u32> {
-    path.file_stem()?
-        .to_str()?
-        .strip_prefix("rank_")?
-        .parse()
-        .ok()
+/// Offset in a Strings chunk's `payload` of its `k`-th entry (`u32 id, u32 len, bytes`).
+#[cold]
+fn entry_offset(payload: &[u8], k: usize) -> u64 {
+    let mut i = 0usize;
+    for _ in 0..k {
+        let n = payload
+            .get(i + 4..i + 8)
+            .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4")) as usize);
+        i = i.saturating_add(8).saturating_add(n);
+    }
+    i as u64
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! - `reader`: chunk-level reading, streaming ([`RawReader`]) or over bytes in memory
 //!   ([`SliceReader`]), one chunk at a time, so memory stays bounded whatever the file size;
 //! - `meta`: the Meta chunk, [`CollectionMeta`], in the plan's own types;
+//! - `names`: the string table and the one reading of rank file names ([`rank_file`]);
 //! - `event` and `decode`: the one decoder every reader uses, [`RawIndex`] (clock mapping,
 //!   Ext pairing into typed [`Event`]s, validation of impossible contents);
 //! - `marker`: the read side of a parsed collection's marker (which files its analysis wrote).
@@ -20,12 +21,14 @@ mod decode;
 mod event;
 pub mod marker;
 mod meta;
+mod names;
 mod reader;
 mod writer;
 
 pub use decode::{ClockWindow, RawIndex, RawWarning, WarningKind};
 pub use event::{CommEv, Event, KernelEv, MemEv, RangeEv};
 pub use meta::{CollectionMeta, RoleSchedule};
+pub use names::{RankFile, rank_file};
 pub use reader::{Chunk, ChunkRef, Corruption, RawReader, RawSummary, SliceReader, records_of};
 pub use writer::{RawWriter, TruncReason, Truncation};
 

@@ -306,7 +306,8 @@ impl<'a> Chunk<'a> {
             "X" => {
                 let t = self.thread(ev.pid, ev.tid);
                 let start = us_to_ns(ev.ts);
-                let dur = us_to_ns(ev.dur).max(0);
+                // An end past the last nanosecond an i64 holds is clamped to it.
+                let dur = us_to_ns(ev.dur).clamp(0, i64::MAX - start.max(0));
                 let cat = ev.cat.map(|c| c.text());
                 if is_whole_trace(cat.as_deref()) {
                     return;

@@ -99,7 +99,7 @@ impl State {
                     let t = tmap[t as usize];
                     if let Some((start, n, args, cat)) = self.open.get_mut(&t).and_then(|v| v.pop())
                     {
-                        let dur = (end - start).max(0);
+                        let dur = end.saturating_sub(start).max(0);
                         self.end_event(p, t, n, cat.as_deref(), start, dur, args.as_deref());
                     }
                 }

@@ -86,6 +86,10 @@ fn lookahead_pairing_matches_one_at_a_time_across_chunks() {
         (4, "ProfilerStep#3"),
     ])
     .unwrap();
+    // The Ext records' fields as module, shapes, dtypes and stack ids of the ops.
+    let more: Vec<(u32, String)> = (5..=24).map(|i| (i, format!("s{i}"))).collect();
+    w.write_strings(more.iter().map(|(i, s)| (*i, s.as_str())))
+        .unwrap();
     for (t, recs) in &chunks {
         w.write_records(*t, recs).unwrap();
     }
@@ -148,6 +152,8 @@ fn validated_reference(
     let mut events = Vec::new();
     let (mut inverted, mut outside, mut unknown) = ((0, 0), (0, 0), (0, 0));
     let mut unknown_kind = 0;
+    let (mut odd_cat, mut odd_cat_byte) = ((0u64, 0u64), 0u8);
+    let (mut unnamed, mut unnamed_id) = ((0u64, 0u64), 0u32);
     let note = |case: &mut (u64, u64), off: u64| {
         if case.1 == 0 {
             case.0 = off;
@@ -173,6 +179,27 @@ fn validated_reference(
             note(&mut inverted, off);
         }
         if let Some(e) = Event::decode(t, &r, x.as_ref(), &idx.mapper) {
+            if let Event::Range(rg) = e
+                && !(1..=9).contains(&rg.cat)
+            {
+                if odd_cat.1 == 0 {
+                    odd_cat_byte = rg.cat;
+                }
+                note(&mut odd_cat, off);
+            }
+            let ids = match e {
+                Event::Range(rg) => vec![rg.name, rg.module, rg.shapes, rg.dtypes, rg.stack],
+                Event::Comm(c) => vec![c.name, c.group],
+                Event::Kernel(k) => vec![k.name],
+                Event::Memory(m) => vec![m.op],
+                Event::Instant(_, _, n, _) | Event::Counter(_, _, n, _) => vec![n],
+            };
+            if let Some(&id) = ids.iter().find(|&&id| id != 0 && idx.string(id).is_none()) {
+                if unnamed.1 == 0 {
+                    unnamed_id = id;
+                }
+                note(&mut unnamed, off);
+            }
             events.push((e, x.is_some()));
         }
     }
@@ -180,6 +207,8 @@ fn validated_reference(
         (WarningKind::EndBeforeStart, inverted),
         (WarningKind::OutsideClockWindow, outside),
         (WarningKind::UnknownKind(unknown_kind), unknown),
+        (WarningKind::UnknownRangeCategory(odd_cat_byte), odd_cat),
+        (WarningKind::UnknownString { id: unnamed_id }, unnamed),
     ]
     .into_iter()
     .filter(|(_, (_, n))| *n > 0)
