@@ -483,11 +483,11 @@ fn a_leading_byte_order_mark_is_skipped() {
     let path = write(
         dir.path(),
         "bom.yaml",
-        "\u{feff}global_profiler:\n  tool: npu\n  steps: [1]\n",
+        "\u{feff}global_profiler:\n  tool: npu\n  steps: [1]\nactor_rollout_ref:\n  actor:\n    profiler: {enable: true}\n",
     );
     let doc = load_document(Some(&path), &[]).unwrap();
     let keys: Vec<&String> = doc.as_map().unwrap().keys().collect();
-    assert_eq!(keys, ["global_profiler"]);
+    assert_eq!(keys, ["global_profiler", "actor_rollout_ref"]);
     let plan = build_plan(&doc).unwrap();
     assert_eq!(plan.tool, Some(Tool::Npu));
     assert_eq!(plan.steps, vec![1]);
