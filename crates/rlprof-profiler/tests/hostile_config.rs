@@ -124,6 +124,24 @@ fn anchors_nested_in_anchors_count_their_copies() {
 }
 
 #[test]
+fn anchors_nested_in_anchors_are_counted_once_each() {
+    // 60 anchors one inside another keep 60 small copies (about 1,800 nodes): read.
+    let mut text = String::from("a: ");
+    for i in 0..60 {
+        text.push_str(&format!("&a{i} {{b: "));
+    }
+    text.push('1');
+    text.push_str(&"}".repeat(60));
+    text.push_str("\nc: *a30\n");
+    let doc = config::parse_yaml(&text).expect("nested anchors");
+    let mut n = &doc["c"];
+    for _ in 0..29 {
+        n = &n["b"];
+    }
+    assert_eq!(n["b"], Node::Int(1));
+}
+
+#[test]
 fn string_interpolation_bomb_is_refused_with_the_limit() {
     // "${a}" ten times, nested nine levels deep: 10^9 copies of the first string.
     let mut text = String::from("s0: abcdefghij\n");

@@ -75,7 +75,7 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
     // Each anchor with the number of nodes its subtree holds (what an alias of it adds).
     let mut anchors: HashMap<usize, (Node, usize)> = HashMap::new();
     let mut root: Option<Node> = None;
-    let mut nodes = 0usize;
+    let mut nodes = Count::default();
     loop {
         let (ev, mark) = parser
             .next_token()
@@ -84,7 +84,7 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
             Event::StreamEnd => true,
             Event::DocumentEnd if root.is_some() => true,
             Event::Scalar(text, style, anchor, tag) => {
-                count(&mut nodes, 1, &mark)?;
+                nodes.add(1, &mark)?;
                 let node = scalar(&text, style, tag.as_ref().map(|t| t.suffix.as_str()))
                     .map_err(|m| YamlError::at(&mark, m))?;
                 push(&mut stack, &mut root, &mut anchors, &mut nodes, (node, 1), anchor, &mark)?
@@ -94,21 +94,21 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
                     .get(&id)
                     .ok_or_else(|| YamlError::at(&mark, "unknown alias".into()))?;
                 // Counted before the copy is made.
-                count(&mut nodes, *size, &mark)?;
+                nodes.add(*size, &mark)?;
                 let node = (node.clone(), *size);
                 push(&mut stack, &mut root, &mut anchors, &mut nodes, node, 0, &mark)?
             }
             Event::SequenceStart(anchor, _) => {
                 depth_check(&stack, &mark)?;
-                let before = nodes;
-                count(&mut nodes, 1, &mark)?;
+                let before = nodes.document;
+                nodes.add(1, &mark)?;
                 stack.push(Frame::List(Vec::new(), anchor, before));
                 false
             }
             Event::MappingStart(anchor, _) => {
                 depth_check(&stack, &mark)?;
-                let before = nodes;
-                count(&mut nodes, 1, &mark)?;
+                let before = nodes.document;
+                nodes.add(1, &mark)?;
                 stack.push(Frame::Map(Map::new(), None, anchor, before));
                 false
             }
@@ -118,7 +118,7 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
                     Some(Frame::Map(m, _, a, b)) => (Node::Map(m), a, b),
                     None => return Err(YamlError::at(&mark, "unbalanced end".into())),
                 };
-                let size = nodes - before;
+                let size = nodes.document - before;
                 push(&mut stack, &mut root, &mut anchors, &mut nodes, (node, size), anchor, &mark)?
             }
             _ => false,
@@ -130,18 +130,39 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
     Ok(root.unwrap_or(Node::Null))
 }
 
-/// Adds `n` nodes to the document's count; an error past [`MAX_NODES`].
-fn count(nodes: &mut usize, n: usize, mark: &Marker) -> Result<(), YamlError> {
-    *nodes = nodes.saturating_add(n);
-    if *nodes > MAX_NODES {
-        return Err(YamlError::at(
-            mark,
-            format!(
-                "more than {MAX_NODES} nodes once aliases are expanded (aliases of aliases?); refusing the document"
-            ),
-        ));
+/// The nodes a document holds: its own, aliases expanded ([`Count::document`], which gives
+/// the size of each subtree), and the copies kept for its anchors; together at most
+/// [`MAX_NODES`].
+#[derive(Default)]
+struct Count {
+    document: usize,
+    kept: usize,
+}
+
+impl Count {
+    /// `n` more nodes in the document.
+    fn add(&mut self, n: usize, mark: &Marker) -> Result<(), YamlError> {
+        self.document = self.document.saturating_add(n);
+        self.check(mark)
     }
-    Ok(())
+
+    /// A copy of `n` nodes kept for an anchor.
+    fn keep(&mut self, n: usize, mark: &Marker) -> Result<(), YamlError> {
+        self.kept = self.kept.saturating_add(n);
+        self.check(mark)
+    }
+
+    fn check(&self, mark: &Marker) -> Result<(), YamlError> {
+        if self.document.saturating_add(self.kept) > MAX_NODES {
+            return Err(YamlError::at(
+                mark,
+                format!(
+                    "more than {MAX_NODES} nodes once aliases are expanded (aliases of aliases?); refusing the document"
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// PyYAML's reader: only printable characters, tab and line breaks may appear in a stream
@@ -192,14 +213,14 @@ fn push(
     stack: &mut [Frame],
     root: &mut Option<Node>,
     anchors: &mut HashMap<usize, (Node, usize)>,
-    nodes: &mut usize,
+    nodes: &mut Count,
     (node, size): (Node, usize),
     anchor: usize,
     mark: &Marker,
 ) -> Result<bool, YamlError> {
     if anchor != 0 {
         // The anchor's copy is counted too: anchors nested in anchors copy their subtrees again.
-        count(nodes, size, mark)?;
+        nodes.keep(size, mark)?;
         anchors.insert(anchor, (node.clone(), size));
     }
     match stack.last_mut() {
