@@ -247,6 +247,36 @@ fn containers_interpolated_into_each_other_past_the_depth_limit_are_refused() {
     );
 }
 
+#[test]
+fn the_longest_accepted_chain_through_the_deepest_accepted_tree_fits_a_small_stack() {
+    // Almost MAX_INTERPOLATION_DEPTH keys, each an 8-level mapping around the next key: nearly
+    // MAX_RESOLVED_DEPTH levels once resolved, every recursive step of resolution at once.
+    let keys = MAX_INTERPOLATION_DEPTH - 2;
+    let nest = 8;
+    assert!(keys * nest < MAX_RESOLVED_DEPTH - 8);
+    let mut text = String::new();
+    for i in 0..keys {
+        let open = "{x: ".repeat(nest);
+        let close = "}".repeat(nest);
+        text.push_str(&format!("k{i}: {open}'${{k{}}}'{close}\n", i + 1));
+    }
+    text.push_str(&format!("k{keys}: end\n"));
+    let depth = on_small_stack(move || {
+        let doc = load_document_str(&text, "deep.yaml", &[]).unwrap();
+        let _ = config::show_json(&doc);
+        let _ = config::show_yaml(&doc);
+        let mut n = &doc["k0"];
+        let mut depth = 0;
+        while let Some(next) = n.get("x") {
+            n = next;
+            depth += 1;
+        }
+        assert_eq!(n, &Node::Str("end".into()));
+        depth
+    });
+    assert_eq!(depth, keys * nest);
+}
+
 fn override_errors(ov: String) -> String {
     text_errors("a0: 1\n".into(), "base.yaml", vec![ov])
 }

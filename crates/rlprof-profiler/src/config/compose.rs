@@ -274,7 +274,7 @@ struct Composer {
 }
 
 /// Deepest chain of defaults lists (a config that includes one that includes ...); past it, a
-/// config most likely includes itself. verl's defaults nest three levels.
+/// config most likely includes itself.
 const MAX_NESTING: usize = 64;
 
 /// Most config files one composition expands (each inclusion counts, so a file included from two
@@ -288,7 +288,7 @@ pub const MAX_DEFAULTS_FILES: usize = 10_000;
 pub const MAX_COMPOSED_NODES: usize = 1_000_000;
 
 /// Most parts of a Hydra package (`a.b.c` has three): the content is placed that many mappings
-/// deep, on top of the file's own nesting. verl's packages have two.
+/// deep, on top of the file's own nesting. verl's packages have a few parts.
 pub const MAX_PACKAGE_DEPTH: usize = 64;
 
 /// `package` when it is not deeper than [`MAX_PACKAGE_DEPTH`].

@@ -10,11 +10,11 @@ use super::tree::{Map, Node};
 /// Deepest nesting of `[lists]` and `{dicts}` in one override value (or one `oc.decode` string,
 /// which is read with this grammar). The parser recurses once per level, and the value is
 /// merged into a tree that every later step walks recursively; a 2 MiB thread stack must hold
-/// all of it. verl's overrides nest two or three levels.
+/// all of it. Overrides in practice nest a handful of levels.
 pub const MAX_VALUE_DEPTH: usize = 64;
 
 /// Most parts (`a.b.c` has three) of an override key. `+a.a.a...=1` creates one mapping per
-/// part, as deep as the key is long; verl's longest key has seven parts.
+/// part, as deep as the key is long; verl's profiler keys have at most seven parts.
 pub const MAX_KEY_SEGMENTS: usize = 64;
 
 /// What an override does.

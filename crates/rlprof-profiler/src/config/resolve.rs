@@ -19,8 +19,8 @@ use super::tree::{Extent, Map, Node};
 /// Most interpolations evaluated one inside another: a chain `k0: ${k1}`, `k1: ${k2}`, ..., an
 /// interpolation in a key (`${a.${b}}`) or in a resolver's argument, an `oc.decode` of text that
 /// interpolates again. Each level is a handful of recursive calls, and a 2 MiB thread stack must
-/// hold them with [`MAX_RESOLVED_DEPTH`] levels of tree besides. verl's longest chains are three
-/// or four references long.
+/// hold them with [`MAX_RESOLVED_DEPTH`] levels of tree besides. Real configs chain a handful of
+/// references.
 pub const MAX_INTERPOLATION_DEPTH: usize = 64;
 
 /// Deepest nesting of lists and mappings in the resolved config. Interpolations can place a
