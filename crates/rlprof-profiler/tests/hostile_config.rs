@@ -117,10 +117,7 @@ fn anchors_nested_in_anchors_count_their_copies() {
     text.push_str(&"]".repeat(200));
     text.push('\n');
     let e = text_errors(text, "anchors.yaml", vec![]);
-    assert_has(
-        &e,
-        &["anchors.yaml", &config::yaml::MAX_NODES.to_string()],
-    );
+    assert_has(&e, &["anchors.yaml", &config::yaml::MAX_NODES.to_string()]);
 }
 
 #[test]
@@ -146,7 +143,10 @@ fn string_interpolation_bomb_is_refused_with_the_limit() {
     // "${a}" ten times, nested nine levels deep: 10^9 copies of the first string.
     let mut text = String::from("s0: abcdefghij\n");
     for i in 1..=9 {
-        text.push_str(&format!("s{i}: '{}'\n", format!("${{s{}}}", i - 1).repeat(10)));
+        text.push_str(&format!(
+            "s{i}: '{}'\n",
+            format!("${{s{}}}", i - 1).repeat(10)
+        ));
     }
     let e = text_errors(text, "strings.yaml", vec![]);
     assert_has(
@@ -172,7 +172,8 @@ fn container_interpolation_bomb_is_refused_with_the_limit() {
 
 #[test]
 fn small_interpolation_fan_out_still_resolves() {
-    let text = "s0: ab\ns1: '${s0}${s0}${s0}'\ns2: '${s1}-${s1}'\nn0: [1, 2]\nn1: ['${n0}', '${n0}']\n";
+    let text =
+        "s0: ab\ns1: '${s0}${s0}${s0}'\ns2: '${s1}-${s1}'\nn0: [1, 2]\nn1: ['${n0}', '${n0}']\n";
     let doc = load_document_str(text, "ok.yaml", &[]).expect("resolves");
     assert_eq!(doc["s2"], Node::Str("ababab-ababab".into()));
     let n1 = doc["n1"].as_list().unwrap();
@@ -214,7 +215,11 @@ fn a_chain_under_the_limit_resolves() {
 
 #[test]
 fn fifty_thousand_nested_interpolations_are_refused() {
-    let text = format!("x: '{}a{}'\na: b\n", "${".repeat(50_000), "}".repeat(50_000));
+    let text = format!(
+        "x: '{}a{}'\na: b\n",
+        "${".repeat(50_000),
+        "}".repeat(50_000)
+    );
     let e = text_errors(text, "nested.yaml", vec![]);
     assert_has(
         &e,
@@ -313,7 +318,10 @@ fn an_override_dict_twenty_thousand_deep_is_refused() {
 #[test]
 fn an_unclosed_deep_override_is_refused_at_the_limit() {
     let e = override_errors(format!("+a={}", "[".repeat(30_000)));
-    assert_has(&e, &[&format!("nested deeper than {MAX_VALUE_DEPTH} levels")]);
+    assert_has(
+        &e,
+        &[&format!("nested deeper than {MAX_VALUE_DEPTH} levels")],
+    );
 }
 
 #[test]
@@ -403,7 +411,11 @@ fn oc_decode_still_decodes() {
 #[test]
 fn yaml_at_its_depth_limit_composes_on_a_small_stack() {
     let depth = config::yaml::MAX_DEPTH - 1;
-    let text = format!("a: {}1{}\nb: ${{a}}\n", "[".repeat(depth - 1), "]".repeat(depth - 1));
+    let text = format!(
+        "a: {}1{}\nb: ${{a}}\n",
+        "[".repeat(depth - 1),
+        "]".repeat(depth - 1)
+    );
     let doc = on_small_stack(move || {
         let doc = load_document_str(&text, "deep.yaml", &[]).unwrap();
         let _ = config::show_json(&doc);
@@ -423,7 +435,11 @@ fn an_exponential_defaults_dag_is_refused_at_the_file_limit() {
     for level in 0..24 {
         for side in ["a", "b"] {
             let defaults = if level < 23 {
-                format!("defaults:\n  - n{}a\n  - n{}b\n  - _self_\n", level + 1, level + 1)
+                format!(
+                    "defaults:\n  - n{}a\n  - n{}b\n  - _self_\n",
+                    level + 1,
+                    level + 1
+                )
             } else {
                 String::new()
             };
@@ -453,7 +469,11 @@ fn an_exponential_defaults_dag_is_refused_at_the_file_limit() {
 fn a_shared_defaults_file_included_a_few_times_still_composes() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "leaf.yaml", "shared: 1\n");
-    write(dir.path(), "mid.yaml", "defaults:\n  - leaf\n  - _self_\nmid: 2\n");
+    write(
+        dir.path(),
+        "mid.yaml",
+        "defaults:\n  - leaf\n  - _self_\nmid: 2\n",
+    );
     let primary = write(
         dir.path(),
         "primary.yaml",
@@ -510,7 +530,9 @@ fn a_nul_byte_is_refused_with_its_position_instead_of_truncating() {
 
 #[test]
 fn characters_pyyaml_refuses_are_refused_and_the_others_read() {
-    for bad in ['\u{1}', '\u{7}', '\u{1b}', '\u{7f}', '\u{9f}', '\u{fffe}', '\u{ffff}'] {
+    for bad in [
+        '\u{1}', '\u{7}', '\u{1b}', '\u{7f}', '\u{9f}', '\u{fffe}', '\u{ffff}',
+    ] {
         let e = config::parse_yaml(&format!("a: x{bad}y\n")).expect_err("accepted");
         assert!(
             e.message
@@ -550,7 +572,11 @@ fn a_leading_byte_order_mark_is_skipped() {
 fn a_byte_order_mark_before_a_package_header_is_skipped() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "leaf.yaml", "\u{feff}# @package inner\nx: 1\n");
-    let primary = write(dir.path(), "primary.yaml", "defaults:\n  - leaf\n  - _self_\n");
+    let primary = write(
+        dir.path(),
+        "primary.yaml",
+        "defaults:\n  - leaf\n  - _self_\n",
+    );
     let doc = load_document(Some(&primary), &[]).unwrap();
     assert_eq!(doc["inner"]["x"], Node::Int(1));
 }

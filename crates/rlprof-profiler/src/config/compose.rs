@@ -425,8 +425,7 @@ impl Composer {
                     };
                     let default_pkg = group.trim_start_matches('/').replace('/', ".");
                     let rel = pkg.or_else(|| child.header.clone()).unwrap_or(default_pkg);
-                    let fin =
-                        checked_package(final_package(package, &rel, &abs, &option), origin)?;
+                    let fin = checked_package(final_package(package, &rel, &abs, &option), origin)?;
                     self.expand(child, &format!("{rel_path}.yaml"), &abs, &fin, depth + 1)?;
                 }
             }
@@ -577,7 +576,8 @@ pub(super) fn compose(
         }
     }
     let header = primary.header.clone().unwrap_or_default();
-    let root_pkg = checked_package(final_package("", &header, "", ""), origin).map_err(|e| vec![e])?;
+    let root_pkg =
+        checked_package(final_package("", &header, "", ""), origin).map_err(|e| vec![e])?;
     if let Some(w) = written {
         let base: Vec<String> = root_pkg
             .split('.')

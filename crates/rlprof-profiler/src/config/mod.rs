@@ -179,11 +179,7 @@ pub fn compose_config(
 fn shorten(text: &str) -> String {
     match text.char_indices().nth(SHOWN_OVERRIDE_CHARS) {
         None => text.to_string(),
-        Some((i, _)) => format!(
-            "{}... ({} characters)",
-            &text[..i],
-            text.chars().count()
-        ),
+        Some((i, _)) => format!("{}... ({} characters)", &text[..i], text.chars().count()),
     }
 }
 

@@ -87,7 +87,15 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
                 nodes.add(1, &mark)?;
                 let node = scalar(&text, style, tag.as_ref().map(|t| t.suffix.as_str()))
                     .map_err(|m| YamlError::at(&mark, m))?;
-                push(&mut stack, &mut root, &mut anchors, &mut nodes, (node, 1), anchor, &mark)?
+                push(
+                    &mut stack,
+                    &mut root,
+                    &mut anchors,
+                    &mut nodes,
+                    (node, 1),
+                    anchor,
+                    &mark,
+                )?
             }
             Event::Alias(id) => {
                 let (node, size) = anchors
@@ -96,7 +104,15 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
                 // Counted before the copy is made.
                 nodes.add(*size, &mark)?;
                 let node = (node.clone(), *size);
-                push(&mut stack, &mut root, &mut anchors, &mut nodes, node, 0, &mark)?
+                push(
+                    &mut stack,
+                    &mut root,
+                    &mut anchors,
+                    &mut nodes,
+                    node,
+                    0,
+                    &mark,
+                )?
             }
             Event::SequenceStart(anchor, _) => {
                 depth_check(&stack, &mark)?;
@@ -119,7 +135,15 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
                     None => return Err(YamlError::at(&mark, "unbalanced end".into())),
                 };
                 let size = nodes.document - before;
-                push(&mut stack, &mut root, &mut anchors, &mut nodes, (node, size), anchor, &mark)?
+                push(
+                    &mut stack,
+                    &mut root,
+                    &mut anchors,
+                    &mut nodes,
+                    (node, size),
+                    anchor,
+                    &mark,
+                )?
             }
             _ => false,
         };
@@ -169,9 +193,7 @@ impl Count {
 /// (`[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]` is refused).
 /// A NUL would otherwise end the document early, silently dropping what follows it.
 fn check_printable(text: &str) -> Result<(), YamlError> {
-    let ok = |c: char| {
-        matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{7e}' | '\u{85}' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..)
-    };
+    let ok = |c: char| matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{7e}' | '\u{85}' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..);
     if text.chars().all(ok) {
         return Ok(());
     }
