@@ -35,9 +35,11 @@ fn assert_clean_error(out: &Output, wanted: &[&str]) {
 #[test]
 fn an_alias_bomb_fails_cleanly_in_config_show_and_check() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut text = format!("l0: &l0 [{}]\n", vec!["lol"; 9].join(", "));
+    let mut text = format!("l0: &l0 [{}]\n", ["lol"; 9].join(", "));
     for i in 1..9 {
-        let items = vec![format!("*l{}", i - 1); 9].join(", ");
+        let items = std::iter::repeat_n(format!("*l{}", i - 1), 9)
+            .collect::<Vec<_>>()
+            .join(", ");
         text.push_str(&format!("l{i}: &l{i} [{items}]\n"));
     }
     std::fs::write(tmp.path().join("laughs.yaml"), text).unwrap();

@@ -8,9 +8,9 @@ use std::path::Path;
 
 use rlprof_profiler::ProfilerError;
 use rlprof_profiler::config::{
-    self, MAX_DEFAULTS_FILES, MAX_INTERPOLATED_BYTES, MAX_INTERPOLATION_DEPTH, MAX_KEY_SEGMENTS,
-    MAX_RESOLVED_DEPTH, MAX_RESOLVED_NODES, MAX_VALUE_DEPTH, Node, Selection, build_plan,
-    load_document, load_document_str,
+    self, MAX_COMPOSED_NODES, MAX_DEFAULTS_FILES, MAX_INTERPOLATED_BYTES, MAX_INTERPOLATION_DEPTH,
+    MAX_KEY_SEGMENTS, MAX_RESOLVED_DEPTH, MAX_RESOLVED_NODES, MAX_VALUE_DEPTH, Node, Selection,
+    build_plan, load_document, load_document_str,
 };
 use rlprof_profiler::plan::Tool;
 
@@ -52,6 +52,11 @@ fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     p
 }
 
+/// `n` copies of `item` separated by `sep`.
+fn repeat(item: &str, n: usize, sep: &str) -> String {
+    vec![item; n].join(sep)
+}
+
 fn assert_has(errors: &str, wanted: &[&str]) {
     for w in wanted {
         assert!(
@@ -67,9 +72,9 @@ fn assert_has(errors: &str, wanted: &[&str]) {
 /// `levels` anchored lists of `width` items, each item an alias of the list before: the last
 /// one expands to `width^levels` nodes.
 fn billion_laughs(levels: usize, width: usize) -> String {
-    let mut out = format!("l0: &l0 [{}]\n", vec!["lol"; width].join(", "));
+    let mut out = format!("l0: &l0 [{}]\n", repeat("lol", width, ", "));
     for i in 1..levels {
-        let items = vec![format!("*l{}", i - 1); width].join(", ");
+        let items = repeat(&format!("*l{}", i - 1), width, ", ");
         out.push_str(&format!("l{i}: &l{i} [{items}]\n"));
     }
     out
@@ -113,7 +118,7 @@ fn anchors_nested_in_anchors_count_their_copies() {
     for i in 0..200 {
         text.push_str(&format!("&a{i} ["));
     }
-    text.push_str(&vec!["0"; 5_000].join(", "));
+    text.push_str(&repeat("0", 5_000, ", "));
     text.push_str(&"]".repeat(200));
     text.push('\n');
     let e = text_errors(text, "anchors.yaml", vec![]);
@@ -161,9 +166,9 @@ fn string_interpolation_bomb_is_refused_with_the_limit() {
 #[test]
 fn container_interpolation_bomb_is_refused_with_the_limit() {
     // Lists of ten references to the list before: 10^9 nodes once resolved.
-    let mut text = format!("n0: [{}]\n", vec!["1"; 10].join(", "));
+    let mut text = format!("n0: [{}]\n", repeat("1", 10, ", "));
     for i in 1..=9 {
-        let items = vec![format!("'${{n{}}}'", i - 1); 10].join(", ");
+        let items = repeat(&format!("'${{n{}}}'", i - 1), 10, ", ");
         text.push_str(&format!("n{i}: [{items}]\n"));
     }
     let e = text_errors(text, "nodes.yaml", vec![]);
@@ -326,7 +331,7 @@ fn an_unclosed_deep_override_is_refused_at_the_limit() {
 
 #[test]
 fn an_override_key_of_thirty_thousand_parts_is_refused() {
-    let ov = format!("+{}=1", vec!["a"; 30_000].join("."));
+    let ov = format!("+{}=1", repeat("a", 30_000, "."));
     let e = override_errors(ov);
     assert_has(
         &e,
@@ -341,7 +346,7 @@ fn overrides_at_the_depth_limit_are_accepted() {
         "[".repeat(MAX_VALUE_DEPTH),
         "]".repeat(MAX_VALUE_DEPTH)
     );
-    let key = vec!["b"; MAX_KEY_SEGMENTS].join(".");
+    let key = repeat("b", MAX_KEY_SEGMENTS, ".");
     let ovs = vec![format!("+a={value}"), format!("+{key}=2")];
     let doc = on_small_stack(move || {
         let doc = load_document_str("a0: 1\n", "base.yaml", &ovs).unwrap();
@@ -466,6 +471,31 @@ fn an_exponential_defaults_dag_is_refused_at_the_file_limit() {
 }
 
 #[test]
+fn a_big_file_included_many_times_is_refused_at_the_node_limit() {
+    // One file of 300,000 nodes (under the per-document limit) placed at four packages: its
+    // content is copied four times, past the composition's limit.
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "big.yaml",
+        &format!("items: [{}]\n", repeat("0", 300_000, ",")),
+    );
+    let primary = write(
+        dir.path(),
+        "primary.yaml",
+        "defaults:\n  - big@p1\n  - big@p2\n  - big@p3\n  - big@p4\n  - _self_\n",
+    );
+    let e = file_errors(&primary, vec![]);
+    assert_has(
+        &e,
+        &[
+            "big.yaml: ",
+            &format!("more than {MAX_COMPOSED_NODES} nodes"),
+        ],
+    );
+}
+
+#[test]
 fn a_shared_defaults_file_included_a_few_times_still_composes() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "leaf.yaml", "shared: 1\n");
@@ -493,7 +523,7 @@ fn a_shared_defaults_file_included_a_few_times_still_composes() {
 fn a_package_deeper_than_the_limit_is_refused_with_the_file() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "leaf.yaml", "x: 1\n");
-    let package = vec!["p"; 20_000].join(".");
+    let package = repeat("p", 20_000, ".");
     let primary = write(
         dir.path(),
         "primary.yaml",
