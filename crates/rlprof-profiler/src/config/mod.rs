@@ -9,6 +9,13 @@
 //! [`describe`] render the plan. Every problem is reported at once, each message starting with
 //! its YAML path. [`parse_yaml`] reads one YAML text into a [`Node`] with no composition (the one
 //! reader the profiler, the trainer and the tests share); the validators read [`Node`] directly.
+//!
+//! Hostile input (alias and interpolation bombs, nesting deep enough to overflow a recursive
+//! parser, exponential defaults lists) is refused with an error naming the file or override and
+//! the limit passed: [`yaml::MAX_DEPTH`], [`yaml::MAX_NODES`], [`MAX_VALUE_DEPTH`],
+//! [`MAX_KEY_SEGMENTS`], [`MAX_DEFAULTS_FILES`], [`MAX_COMPOSED_NODES`], [`MAX_PACKAGE_DEPTH`],
+//! [`MAX_INTERPOLATION_DEPTH`], [`MAX_RESOLVED_DEPTH`], [`MAX_RESOLVED_NODES`],
+//! [`MAX_INTERPOLATED_BYTES`]. Every step stays within a 2 MiB thread stack at these limits.
 
 mod apply;
 mod build;
