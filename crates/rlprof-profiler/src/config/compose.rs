@@ -8,6 +8,10 @@
 //! `_name_`), `hydra.searchpath` (`file://` relative to the working directory, `pkg://a.b.c`
 //! looked up under the directories of `RLPROF_PKG_PATH`), and command-line group overrides
 //! (`group=option`, `+group=option`, `~group`).
+//!
+//! A defaults list is a DAG that may include the same file many times over; its expansion is
+//! refused past [`MAX_NESTING`] levels, [`MAX_DEFAULTS_FILES`] files or [`MAX_COMPOSED_NODES`]
+//! nodes, and packages deeper than [`MAX_PACKAGE_DEPTH`], with the file where it happened.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -30,6 +34,8 @@ pub(super) struct Loaded {
     pub defaults: Option<Node>,
     /// `# @package` header.
     pub header: Option<String>,
+    /// Nodes of its content (what including it adds to the composed config).
+    pub nodes: usize,
 }
 
 /// Reads YAML text as a config file; `origin` names it in errors.
@@ -46,6 +52,7 @@ pub(super) fn load_text(text: &str, origin: &str) -> Result<Loaded, String> {
     };
     let defaults = m.shift_remove("defaults");
     Ok(Loaded {
+        nodes: node.extent().nodes,
         content: node,
         defaults,
         header: yaml::package_header(text),
@@ -260,9 +267,40 @@ struct Composer {
     overrides: HashMap<String, Choice>,
     deletions: HashMap<String, (Option<String>, bool, String)>,
     parts: Vec<(String, Node)>,
+    /// Config files expanded so far (a file included twice counts twice).
+    files: usize,
+    /// Nodes of their contents.
+    nodes: usize,
 }
 
+/// Deepest chain of defaults lists (a config that includes one that includes ...); past it, a
+/// config most likely includes itself.
 const MAX_NESTING: usize = 64;
+
+/// Most config files one composition expands (each inclusion counts, so a file included from two
+/// places counts twice). The nesting limit does not bound breadth: 24 levels of files that each
+/// include the next level twice expand 2^24 files. verl's `ppo_trainer.yaml` expands a few dozen.
+pub const MAX_DEFAULTS_FILES: usize = 10_000;
+
+/// Most nodes the expanded files may hold together (their contents are copied into the composed
+/// config once per inclusion). Twice the YAML reader's limit for one document
+/// ([`yaml::MAX_NODES`]); verl's composed config has a few thousand nodes.
+pub const MAX_COMPOSED_NODES: usize = 1_000_000;
+
+/// Most parts of a Hydra package (`a.b.c` has three): the content is placed that many mappings
+/// deep, on top of the file's own nesting. verl's packages have a few parts.
+pub const MAX_PACKAGE_DEPTH: usize = 64;
+
+/// `package` when it is not deeper than [`MAX_PACKAGE_DEPTH`].
+fn checked_package(package: String, origin: &str) -> Result<String, String> {
+    let n = package.split('.').filter(|s| !s.is_empty()).count();
+    if n > MAX_PACKAGE_DEPTH {
+        return Err(format!(
+            "{origin}: a package of {n} parts; at most {MAX_PACKAGE_DEPTH} are accepted"
+        ));
+    }
+    Ok(package)
+}
 
 impl Composer {
     fn expand(
@@ -276,6 +314,18 @@ impl Composer {
         if depth > MAX_NESTING {
             return Err(format!(
                 "{origin}: defaults nested deeper than {MAX_NESTING} levels (does a config include itself?)"
+            ));
+        }
+        self.files += 1;
+        if self.files > MAX_DEFAULTS_FILES {
+            return Err(format!(
+                "{origin}: the defaults lists include more than {MAX_DEFAULTS_FILES} config files in all (configs that include the same configs many times over?); refusing the composition"
+            ));
+        }
+        self.nodes = self.nodes.saturating_add(loaded.nodes);
+        if self.nodes > MAX_COMPOSED_NODES {
+            return Err(format!(
+                "{origin}: the config files included hold more than {MAX_COMPOSED_NODES} nodes in all; refusing the composition"
             ));
         }
         let mut entries = match &loaded.defaults {
@@ -329,7 +379,7 @@ impl Composer {
                         written_dir.map_or(String::new(), |(d, _)| d.replace('/', "."));
                     let rel = pkg.or_else(|| child.header.clone()).unwrap_or(default_pkg);
                     let (dir, name) = abs.rsplit_once('/').unwrap_or(("", abs.as_str()));
-                    let fin = final_package(package, &rel, dir, name);
+                    let fin = checked_package(final_package(package, &rel, dir, name), origin)?;
                     let dir = dir.to_string();
                     self.expand(child, &format!("{abs}.yaml"), &dir, &fin, depth + 1)?;
                 }
@@ -375,7 +425,7 @@ impl Composer {
                     };
                     let default_pkg = group.trim_start_matches('/').replace('/', ".");
                     let rel = pkg.or_else(|| child.header.clone()).unwrap_or(default_pkg);
-                    let fin = final_package(package, &rel, &abs, &option);
+                    let fin = checked_package(final_package(package, &rel, &abs, &option), origin)?;
                     self.expand(child, &format!("{rel_path}.yaml"), &abs, &fin, depth + 1)?;
                 }
             }
@@ -497,6 +547,8 @@ pub(super) fn compose(
         overrides: HashMap::new(),
         deletions: HashMap::new(),
         parts: Vec::new(),
+        files: 0,
+        nodes: 0,
     };
     let mut appended = Vec::new();
     for ov in group_overrides {
@@ -524,7 +576,8 @@ pub(super) fn compose(
         }
     }
     let header = primary.header.clone().unwrap_or_default();
-    let root_pkg = final_package("", &header, "", "");
+    let root_pkg =
+        checked_package(final_package("", &header, "", ""), origin).map_err(|e| vec![e])?;
     if let Some(w) = written {
         let base: Vec<String> = root_pkg
             .split('.')
@@ -544,6 +597,7 @@ pub(super) fn compose(
                 [(ov.group_key(), Node::Str(option))].into_iter().collect(),
             )])),
             header: None,
+            nodes: 1,
         };
         // Added after the primary config, as Hydra appends it to the root defaults list.
         if let Err(e) = c.expand(entry, &format!("override '{}'", ov.text), "", "", 0) {

@@ -1,8 +1,21 @@
 //! Hydra's command-line override grammar: `key=value`, `+key=value`, `++key=value`, `~key`,
 //! `~key=value`, `group@package=option`, and values (`null`, booleans, ints, floats, quoted
 //! strings, `[lists]`, `{dicts}`, `${interpolations}`, `\`-escapes). Errors name the column.
+//! Lists and dicts nested deeper than [`MAX_VALUE_DEPTH`] and keys of more than
+//! [`MAX_KEY_SEGMENTS`] parts are refused, so that a hostile override fails in time linear in its
+//! length instead of overflowing the stack.
 
 use super::tree::{Map, Node};
+
+/// Deepest nesting of `[lists]` and `{dicts}` in one override value (or one `oc.decode` string,
+/// which is read with this grammar). The parser recurses once per level, and the value is
+/// merged into a tree that every later step walks recursively; a 2 MiB thread stack must hold
+/// all of it. Overrides in practice nest a handful of levels.
+pub const MAX_VALUE_DEPTH: usize = 64;
+
+/// Most parts (`a.b.c` has three) of an override key. `+a.a.a...=1` creates one mapping per
+/// part, as deep as the key is long; verl's profiler keys have at most seven parts.
+pub const MAX_KEY_SEGMENTS: usize = 64;
 
 /// What an override does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +116,14 @@ fn parse_key(k: &str, offset: usize) -> Result<(String, Option<String>), String>
     if package.is_some_and(|p| !p.is_empty() && p.split('.').any(str::is_empty)) {
         return Err(format!("'{k}' has an invalid package after '@'"));
     }
+    for part in std::iter::once(key).chain(package) {
+        let n = part.split(['.', '/']).count();
+        if n > MAX_KEY_SEGMENTS {
+            return Err(format!(
+                "the key has {n} parts; at most {MAX_KEY_SEGMENTS} are accepted"
+            ));
+        }
+    }
     Ok((key.to_string(), package.map(str::to_string)))
 }
 
@@ -111,39 +132,73 @@ pub(super) fn parse_value(text: &str) -> Result<Node, String> {
     parse_value_at(text, 0)
 }
 
-fn parse_value_at(text: &str, start: usize) -> Result<Node, String> {
+/// A value that could not be read.
+pub(super) struct ValueError {
+    /// Why, with the column.
+    pub message: String,
+    /// Whether it nests deeper than [`MAX_VALUE_DEPTH`] (a hostile value, not a typo).
+    pub too_deep: bool,
+}
+
+/// [`parse_value`], telling a value refused for its depth from an invalid one.
+pub(super) fn parse_value_checked(text: &str) -> Result<Node, ValueError> {
     let mut p = P {
         s: text.chars().collect(),
         i: 0,
-        base: start,
+        base: 0,
+        depth: 0,
+        too_deep: false,
     };
-    if p.s.iter().all(|c| c.is_whitespace()) {
-        return Ok(Node::Str(String::new()));
+    p.value(text).map_err(|message| ValueError {
+        message,
+        too_deep: p.too_deep,
+    })
+}
+
+fn parse_value_at(text: &str, start: usize) -> Result<Node, String> {
+    P {
+        s: text.chars().collect(),
+        i: 0,
+        base: start,
+        depth: 0,
+        too_deep: false,
     }
-    let v = p.element(false)?;
-    p.ws();
-    if p.peek() == Some(',') {
-        return Err(format!(
-            "at column {}: ambiguous value '{text}': a sweep (a,b) cannot be composed; write a list [a,b] or quote the text 'a,b'",
-            p.col()
-        ));
-    }
-    if let Some(c) = p.peek() {
-        return Err(format!(
-            "at column {}: unexpected '{c}' in value '{text}'",
-            p.col()
-        ));
-    }
-    Ok(v)
+    .value(text)
 }
 
 struct P {
     s: Vec<char>,
     i: usize,
     base: usize,
+    /// Lists and dicts open around the current position.
+    depth: usize,
+    /// Whether the value was refused for nesting deeper than [`MAX_VALUE_DEPTH`].
+    too_deep: bool,
 }
 
 impl P {
+    /// The whole text as one value.
+    fn value(&mut self, text: &str) -> Result<Node, String> {
+        if self.s.iter().all(|c| c.is_whitespace()) {
+            return Ok(Node::Str(String::new()));
+        }
+        let v = self.element(false)?;
+        self.ws();
+        if self.peek() == Some(',') {
+            return Err(format!(
+                "at column {}: ambiguous value '{text}': a sweep (a,b) cannot be composed; write a list [a,b] or quote the text 'a,b'",
+                self.col()
+            ));
+        }
+        if let Some(c) = self.peek() {
+            return Err(format!(
+                "at column {}: unexpected '{c}' in value '{text}'",
+                self.col()
+            ));
+        }
+        Ok(v)
+    }
+
     fn peek(&self) -> Option<char> {
         self.s.get(self.i).copied()
     }
@@ -163,8 +218,22 @@ impl P {
     fn element(&mut self, nested: bool) -> Result<Node, String> {
         self.ws();
         let v = match self.peek() {
-            Some('[') => self.list()?,
-            Some('{') => self.dict()?,
+            Some(open @ ('[' | '{')) => {
+                if self.depth >= MAX_VALUE_DEPTH {
+                    self.too_deep = true;
+                    return self.err(&format!(
+                        "lists and dicts nested deeper than {MAX_VALUE_DEPTH} levels; refusing the value"
+                    ));
+                }
+                self.depth += 1;
+                let v = if open == '[' {
+                    self.list()?
+                } else {
+                    self.dict()?
+                };
+                self.depth -= 1;
+                v
+            }
             Some(q @ ('\'' | '"')) => {
                 let s = self.quoted(q)?;
                 self.ws();

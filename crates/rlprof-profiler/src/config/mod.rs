@@ -9,6 +9,13 @@
 //! [`describe`] render the plan. Every problem is reported at once, each message starting with
 //! its YAML path. [`parse_yaml`] reads one YAML text into a [`Node`] with no composition (the one
 //! reader the profiler, the trainer and the tests share); the validators read [`Node`] directly.
+//!
+//! Hostile input (alias and interpolation bombs, nesting deep enough to overflow a recursive
+//! parser, exponential defaults lists) is refused with an error naming the file or override and
+//! the limit passed: [`yaml::MAX_DEPTH`], [`yaml::MAX_NODES`], [`MAX_VALUE_DEPTH`],
+//! [`MAX_KEY_SEGMENTS`], [`MAX_DEFAULTS_FILES`], [`MAX_COMPOSED_NODES`], [`MAX_PACKAGE_DEPTH`],
+//! [`MAX_INTERPOLATION_DEPTH`], [`MAX_RESOLVED_DEPTH`], [`MAX_RESOLVED_NODES`],
+//! [`MAX_INTERPOLATED_BYTES`]. Every step stays within a 2 MiB thread stack at these limits.
 
 mod apply;
 mod build;
@@ -28,7 +35,11 @@ use crate::error::ProfilerError;
 use crate::plan::ProfilePlan;
 
 pub use build::group_steps;
-pub use compose::PKG_PATH_ENV;
+pub use compose::{MAX_COMPOSED_NODES, MAX_DEFAULTS_FILES, MAX_PACKAGE_DEPTH, PKG_PATH_ENV};
+pub use grammar::{MAX_KEY_SEGMENTS, MAX_VALUE_DEPTH};
+pub use resolve::{
+    MAX_INTERPOLATED_BYTES, MAX_INTERPOLATION_DEPTH, MAX_RESOLVED_DEPTH, MAX_RESOLVED_NODES,
+};
 pub use tree::Node;
 pub use yaml::{YamlError, parse as parse_yaml};
 
@@ -111,7 +122,7 @@ pub fn compose_config(
     for text in overrides {
         match grammar::parse(text) {
             Ok(o) => parsed.push(o),
-            Err(e) => errors.push(format!("override '{text}': {e}")),
+            Err(e) => errors.push(format!("override '{}': {e}", shorten(text))),
         }
     }
     let mut searchpath = None;
@@ -157,18 +168,30 @@ pub fn compose_config(
             _ => written.push(o.key.clone()),
         }
         if let Err(e) = apply::apply(&mut root, o) {
-            errors.push(format!("override '{}': {e}", o.text));
+            errors.push(format!("override '{}': {e}", shorten(&o.text)));
         }
     }
     if !errors.is_empty() {
         return Err(ProfilerError::Config(errors));
     }
-    let tree = resolve::resolve_all(&root).map_err(ProfilerError::Config)?;
+    let tree = resolve::resolve_all(&root, &origin).map_err(ProfilerError::Config)?;
     Ok(Composed {
         tree,
         written: Written(Some(written)),
     })
 }
+
+/// An override as error messages quote it: cut after [`SHOWN_OVERRIDE_CHARS`] characters, so
+/// that a hostile 30,000-character override does not flood the terminal.
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(SHOWN_OVERRIDE_CHARS) {
+        None => text.to_string(),
+        Some((i, _)) => format!("{}... ({} characters)", &text[..i], text.chars().count()),
+    }
+}
+
+/// Characters of an override quoted in an error message.
+const SHOWN_OVERRIDE_CHARS: usize = 120;
 
 fn primary_of(
     sel: &Selection,

@@ -4,21 +4,60 @@
 //! that does not exist, a cycle (shown as its chain of paths) and an unknown resolver are errors,
 //! all reported together, each with the path of the value that holds the interpolation. `???`
 //! itself stays in the tree: it is an error only where a reader needs the value.
+//!
+//! Hostile configs are refused, with the limit they pass, before they exhaust the stack or the
+//! memory: interpolations evaluated inside one another ([`MAX_INTERPOLATION_DEPTH`]), the nesting
+//! of the resolved tree ([`MAX_RESOLVED_DEPTH`]), the nodes ([`MAX_RESOLVED_NODES`]) and the bytes
+//! of text ([`MAX_INTERPOLATED_BYTES`]) resolution produces. The first limit passed ends the
+//! resolution; it is the one error reported.
 
 use std::collections::HashMap;
 
 use super::grammar;
-use super::tree::{Map, Node};
+use super::tree::{Extent, Map, Node};
 
-/// Resolves every interpolation of `root`.
-pub(super) fn resolve_all(root: &Node) -> Result<Node, Vec<String>> {
+/// Most interpolations evaluated one inside another: a chain `k0: ${k1}`, `k1: ${k2}`, ..., an
+/// interpolation in a key (`${a.${b}}`) or in a resolver's argument, an `oc.decode` of text that
+/// interpolates again. Each level is a handful of recursive calls, and a 2 MiB thread stack must
+/// hold them with [`MAX_RESOLVED_DEPTH`] levels of tree besides. Real configs chain a handful of
+/// references.
+pub const MAX_INTERPOLATION_DEPTH: usize = 64;
+
+/// Deepest nesting of lists and mappings in the resolved config. Interpolations can place a
+/// container inside a copy of itself (`a: {x: ${b}}`, `b: {x: ${c}}`, ...), deeper than any one
+/// file; every later step (output, validation, drop) walks the tree recursively. Above the YAML
+/// reader's own limit (256) plus a Hydra package; verl's files nest seven levels.
+pub const MAX_RESOLVED_DEPTH: usize = 512;
+
+/// Most nodes the resolution may produce: the resolved tree plus the copies that references to
+/// containers make (`[${a}, ${a}, ...]` with `a` holding `[${b}, ${b}, ...]` grows exponentially
+/// with the number of lines). Twice the composition's own limit
+/// ([`super::compose::MAX_COMPOSED_NODES`]); verl's composed config has a few thousand nodes.
+pub const MAX_RESOLVED_NODES: usize = 2_000_000;
+
+/// Most bytes of text the interpolations may produce in one config: string interpolation
+/// results (`"${a}${a}..."` nested a few levels doubles or decuples per level) and the copies of
+/// strings that references make. verl's interpolated strings are paths and names, a few kB in all.
+pub const MAX_INTERPOLATED_BYTES: usize = 64 << 20;
+
+/// Resolves every interpolation of `root`; `origin` (the primary config) names it when a limit
+/// is passed.
+pub(super) fn resolve_all(root: &Node, origin: &str) -> Result<Node, Vec<String>> {
     let mut r = Resolver {
         root,
         memo: HashMap::new(),
         stack: Vec::new(),
         errors: Vec::new(),
+        evaluating: 0,
+        depth: 0,
+        nodes: 0,
+        bytes: 0,
+        fatal: None,
     };
     let out = r.deep(root, &mut Vec::new());
+    if let Some(f) = r.fatal {
+        return Err(vec![format!("{origin}: {f}")]);
+    }
     if r.errors.is_empty() {
         Ok(out)
     } else {
@@ -45,38 +84,124 @@ pub(super) fn show_path(path: &[String]) -> String {
 
 struct Resolver<'a> {
     root: &'a Node,
-    memo: HashMap<Vec<String>, Result<Node, String>>,
+    /// Resolved interpolation strings by path, with their size (what a reuse copies).
+    memo: HashMap<Vec<String>, (Result<Node, String>, Extent)>,
     stack: Vec<Vec<String>>,
     errors: Vec<String>,
+    /// Strings being evaluated, one inside another.
+    evaluating: usize,
+    /// Lists and mappings open around the value being built.
+    depth: usize,
+    /// Nodes produced so far.
+    nodes: usize,
+    /// Bytes of text produced by interpolations so far.
+    bytes: usize,
+    /// The limit passed (with the path where), which ends the resolution.
+    fatal: Option<String>,
 }
 
-impl Resolver<'_> {
+/// Stands for the result of anything cut short by a limit (only `fatal` is reported).
+const STOPPED: &str = "resolution stopped at a limit";
+
+impl<'a> Resolver<'a> {
+    /// Records that a limit was passed at `path` (the first one is reported); returns the
+    /// message for the callers to pass up.
+    fn fail(&mut self, path: &[String], msg: String) -> String {
+        if self.fatal.is_none() {
+            self.fatal = Some(format!("{}: {msg}", show_path(path)));
+        }
+        STOPPED.into()
+    }
+
+    /// Counts what is about to be produced at `path`; an error past a limit.
+    fn charge(&mut self, nodes: usize, bytes: usize, path: &[String]) -> Result<(), String> {
+        self.nodes = self.nodes.saturating_add(nodes);
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.nodes > MAX_RESOLVED_NODES {
+            return Err(self.fail(
+                path,
+                format!(
+                    "resolving the interpolations would produce more than {MAX_RESOLVED_NODES} nodes (references to copies of containers?); refusing the config"
+                ),
+            ));
+        }
+        if self.bytes > MAX_INTERPOLATED_BYTES {
+            return Err(self.fail(
+                path,
+                format!(
+                    "the interpolations would produce more than {} MiB of text (strings interpolating strings?); refusing the config",
+                    MAX_INTERPOLATED_BYTES >> 20
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a value `extent` deep fits below the containers open now.
+    fn fits(&mut self, extent: &Extent, path: &[String]) -> Result<(), String> {
+        if self.depth + extent.depth > MAX_RESOLVED_DEPTH {
+            return Err(self.deeper(path));
+        }
+        Ok(())
+    }
+
+    fn deeper(&mut self, path: &[String]) -> String {
+        self.fail(
+            path,
+            format!(
+                "the resolved config nests lists and mappings deeper than {MAX_RESOLVED_DEPTH} levels (a container interpolated into itself?); refusing the config"
+            ),
+        )
+    }
+
     /// The resolved copy of `node` (at `path`), recording errors and keeping going.
     fn deep(&mut self, node: &Node, path: &mut Vec<String>) -> Node {
+        if self.fatal.is_some() {
+            return Node::Null;
+        }
+        let text = match node {
+            Node::Str(s) if self.evaluating > 0 => s.len(),
+            _ => 0,
+        };
+        if self.charge(1, text, path).is_err() {
+            return Node::Null;
+        }
         match node {
             Node::Str(s) if s.contains("${") || s.contains("\\${") => match self.leaf(path) {
                 Ok(v) => v,
+                Err(_) if self.fatal.is_some() => Node::Null,
                 Err(e) => {
                     self.errors.push(format!("{}: {e}", show_path(path)));
                     node.clone()
                 }
             },
+            Node::List(_) | Node::Map(_) if self.depth >= MAX_RESOLVED_DEPTH => {
+                self.deeper(path);
+                Node::Null
+            }
             Node::List(l) => {
+                self.depth += 1;
                 let mut out = Vec::with_capacity(l.len());
                 for (i, item) in l.iter().enumerate() {
                     path.push(i.to_string());
                     out.push(self.deep(item, path));
                     path.pop();
                 }
+                self.depth -= 1;
                 Node::List(out)
             }
             Node::Map(m) => {
+                self.depth += 1;
                 let mut out = Map::with_capacity(m.len());
                 for (k, v) in m {
+                    if self.evaluating > 0 && self.charge(0, k.len(), path).is_err() {
+                        break;
+                    }
                     path.push(k.clone());
                     out.insert(k.clone(), self.deep(v, path));
                     path.pop();
                 }
+                self.depth -= 1;
                 Node::Map(out)
             }
             other => other.clone(),
@@ -85,28 +210,40 @@ impl Resolver<'_> {
 
     /// The resolved value of the raw string at `path` (memoised, cycle-checked).
     fn leaf(&mut self, path: &[String]) -> Result<Node, String> {
-        if let Some(r) = self.memo.get(path) {
-            return r.clone();
+        if self.fatal.is_some() {
+            return Err(STOPPED.into());
+        }
+        if let Some((_, extent)) = self.memo.get(path) {
+            // A reuse is a copy: counted before it is made.
+            let extent = *extent;
+            self.fits(&extent, path)?;
+            self.charge(extent.nodes, extent.bytes, path)?;
+            return self.memo[path].0.clone();
         }
         if let Some(i) = self.stack.iter().position(|p| p == path) {
             let mut chain: Vec<String> = self.stack[i..].iter().map(|p| show_path(p)).collect();
             chain.push(show_path(path));
             return Err(format!("interpolation cycle: {}", chain.join(" -> ")));
         }
-        let Some(Node::Str(s)) = self.root.get_path(path) else {
+        let root: &'a Node = self.root;
+        let Some(Node::Str(s)) = root.get_path(path) else {
             return Err("not a string".into());
         };
-        let s = s.clone();
         self.stack.push(path.to_vec());
-        let r = self.string(&s, path);
+        let r = self.string(s, path);
         self.stack.pop();
-        self.memo.insert(path.to_vec(), r.clone());
+        let extent = match &r {
+            Ok(v) => v.extent(),
+            Err(_) => Extent::default(),
+        };
+        self.memo.insert(path.to_vec(), (r.clone(), extent));
         r
     }
 
     /// The resolved value of the node at `path` of the raw tree, for a reference.
     fn reference(&mut self, target: &[String], shown: &str) -> Result<Node, String> {
-        let Some(node) = self.root.get_path(target) else {
+        let root: &'a Node = self.root;
+        let Some(node) = root.get_path(target) else {
             return Err(format!("interpolation key '{shown}' not found"));
         };
         if node.is_missing() {
@@ -119,29 +256,54 @@ impl Resolver<'_> {
             Node::Str(s) if s.contains("${") || s.contains("\\${") => self.leaf(target),
             Node::List(_) | Node::Map(_) => {
                 let before = self.errors.len();
-                let out = self.deep(&node.clone(), &mut target.to_vec());
+                let out = self.deep(node, &mut target.to_vec());
+                if self.fatal.is_some() {
+                    return Err(STOPPED.into());
+                }
                 if self.errors.len() > before {
                     let first = self.errors.split_off(before).remove(0);
                     return Err(first);
                 }
                 Ok(out)
             }
-            other => Ok(other.clone()),
+            other => {
+                let text = other.as_str().map_or(0, str::len);
+                self.charge(1, text, target)?;
+                Ok(other.clone())
+            }
         }
     }
 
     /// Evaluates a string with interpolations at `path` (the node holding it).
     fn string(&mut self, s: &str, path: &[String]) -> Result<Node, String> {
+        if self.evaluating >= MAX_INTERPOLATION_DEPTH {
+            let chain = chain_text(&self.stack);
+            return Err(self.fail(
+                path,
+                format!(
+                    "interpolations nested deeper than {MAX_INTERPOLATION_DEPTH} levels (through {chain}); refusing the config"
+                ),
+            ));
+        }
+        self.evaluating += 1;
+        let r = self.pieces(s, path);
+        self.evaluating -= 1;
+        r
+    }
+
+    fn pieces(&mut self, s: &str, path: &[String]) -> Result<Node, String> {
         let pieces = split(s)?;
         if let [Piece::Interp(e)] = pieces.as_slice() {
             return self.expr(e, path);
         }
         let mut out = String::new();
         for p in pieces {
-            match p {
-                Piece::Text(t) => out.push_str(&t),
-                Piece::Interp(e) => out.push_str(&self.expr(&e, path)?.python_str()),
-            }
+            let text = match p {
+                Piece::Text(t) => t,
+                Piece::Interp(e) => self.expr(&e, path)?.python_str(),
+            };
+            self.charge(0, text.len(), path)?;
+            out.push_str(&text);
         }
         Ok(Node::Str(out))
     }
@@ -186,7 +348,19 @@ impl Resolver<'_> {
         if t.contains("${") {
             return self.string(t, path);
         }
-        grammar::parse_value(t)
+        self.decode(t, "", path)
+    }
+
+    /// Reads `text` with the override grammar; a value nested past its limit ends the
+    /// resolution (`what` starts the message).
+    fn decode(&mut self, text: &str, what: &str, path: &[String]) -> Result<Node, String> {
+        grammar::parse_value_checked(text).map_err(|e| {
+            if e.too_deep {
+                self.fail(path, format!("{what}{}", e.message))
+            } else {
+                format!("{what}{}", e.message)
+            }
+        })
     }
 
     fn call(&mut self, name: &str, args: Vec<Node>, path: &[String]) -> Result<Node, String> {
@@ -225,10 +399,15 @@ impl Resolver<'_> {
             "oc.decode" => match args.as_slice() {
                 [Node::Null] => Ok(Node::Null),
                 [Node::Str(s)] => {
-                    let v = grammar::parse_value(s)?;
+                    let v = self.decode(s, "oc.decode: ", path)?;
                     match v {
                         Node::Str(inner) if inner.contains("${") => self.string(&inner, path),
-                        other => Ok(other),
+                        other => {
+                            let extent = other.extent();
+                            self.fits(&extent, path)?;
+                            self.charge(extent.nodes, extent.bytes, path)?;
+                            Ok(other)
+                        }
                     }
                 }
                 [other] => Err(format!("oc.decode takes a string, got {}", other.kind())),
@@ -238,6 +417,23 @@ impl Resolver<'_> {
                 "unsupported interpolation resolver '{other}' (supported: oc.select, oc.env, oc.decode)"
             )),
         }
+    }
+}
+
+/// The chain of interpolations being evaluated, shortened in the middle.
+fn chain_text(stack: &[Vec<String>]) -> String {
+    let shown: Vec<String> = if stack.len() <= 5 {
+        stack.iter().map(|p| show_path(p)).collect()
+    } else {
+        let mut v: Vec<String> = stack[..3].iter().map(|p| show_path(p)).collect();
+        v.push(format!("... {} more ...", stack.len() - 4));
+        v.push(show_path(&stack[stack.len() - 1]));
+        v
+    };
+    if shown.len() < 2 {
+        "'${' inside '${' or inside resolver arguments".into()
+    } else {
+        shown.join(" -> ")
     }
 }
 

@@ -180,29 +180,68 @@ impl Node {
 
     /// Python's `repr()` of the value (containers as Python prints them).
     pub fn python_repr(&self) -> String {
+        let mut out = String::new();
+        self.write_repr(&mut out);
+        out
+    }
+
+    /// [`Node::python_repr`] into one buffer (each character is written once, however deep).
+    fn write_repr(&self, out: &mut String) {
         match self {
-            Node::Null => "None".into(),
-            Node::Bool(true) => "True".into(),
-            Node::Bool(false) => "False".into(),
-            Node::Int(i) => i.to_string(),
-            Node::Float(f) => python_float(*f),
-            Node::Str(s) => format!("'{s}'"),
+            Node::Null => out.push_str("None"),
+            Node::Bool(true) => out.push_str("True"),
+            Node::Bool(false) => out.push_str("False"),
+            Node::Int(i) => {
+                let _ = write!(out, "{i}");
+            }
+            Node::Float(f) => out.push_str(&python_float(*f)),
+            Node::Str(s) => {
+                let _ = write!(out, "'{s}'");
+            }
             Node::List(l) => {
-                let items: Vec<String> = l.iter().map(Node::python_repr).collect();
-                format!("[{}]", items.join(", "))
+                out.push('[');
+                for (i, v) in l.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    v.write_repr(out);
+                }
+                out.push(']');
             }
             Node::Map(m) => {
-                let mut out = String::from("{");
+                out.push('{');
                 for (i, (k, v)) in m.iter().enumerate() {
                     if i > 0 {
                         out.push_str(", ");
                     }
-                    let _ = write!(out, "'{k}': {}", v.python_repr());
+                    let _ = write!(out, "'{k}': ");
+                    v.write_repr(out);
                 }
                 out.push('}');
-                out
             }
         }
+    }
+
+    /// How big the value is, measured without recursion (so at any depth).
+    pub fn extent(&self) -> Extent {
+        let mut e = Extent::default();
+        let mut todo: Vec<(&Node, usize)> = vec![(self, 0)];
+        while let Some((n, d)) = todo.pop() {
+            e.nodes += 1;
+            e.depth = e.depth.max(d);
+            match n {
+                Node::Str(s) => e.bytes += s.len(),
+                Node::List(l) => todo.extend(l.iter().map(|v| (v, d + 1))),
+                Node::Map(m) => {
+                    for (k, v) in m {
+                        e.bytes += k.len();
+                        todo.push((v, d + 1));
+                    }
+                }
+                _ => {}
+            }
+        }
+        e
     }
 
     /// The JSON value (`OmegaConf.to_container` then `json.dumps`; non-finite floats as the
@@ -224,6 +263,17 @@ impl Node {
             Node::Map(m) => J::Object(m.iter().map(|(k, v)| (k.clone(), v.to_json())).collect()),
         }
     }
+}
+
+/// The size of a value ([`Node::extent`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extent {
+    /// Nodes: scalars, lists and mappings.
+    pub nodes: usize,
+    /// Bytes of its strings and mapping keys.
+    pub bytes: usize,
+    /// Levels of lists and mappings below it (0 for a scalar or an empty container).
+    pub depth: usize,
 }
 
 /// `node["key"]`: the value under `key`, or `Null` when this is not a mapping or lacks the key

@@ -4,8 +4,11 @@
 //! deprecated). Plain scalars are typed with YAML 1.1's rules, as PyYAML's `SafeLoader` with
 //! OmegaConf's additions does: `yes/no/on/off` are booleans, `100_000` and `0x1F` are integers,
 //! `1e-6` (no dot) is a float, timestamps stay strings. Quoted scalars are strings. Duplicate keys
-//! are errors, as in OmegaConf. Nesting deeper than [`MAX_DEPTH`] is refused as soon as it is
-//! reached, so hostile input is rejected in time linear in its length.
+//! are errors, as in OmegaConf. Nesting deeper than [`MAX_DEPTH`] and documents that expand to
+//! more than [`MAX_NODES`] nodes through aliases are refused as soon as the limit is reached, so
+//! hostile input is rejected in time linear in its length. As PyYAML's reader, a leading byte
+//! order mark is skipped and characters YAML does not allow in a stream (NUL and the other
+//! control characters but tab and line breaks, `U+FFFE`, `U+FFFF`) are errors with their position.
 
 use regex::Regex;
 use std::collections::HashMap;
@@ -17,6 +20,16 @@ use super::tree::{Map, Node};
 
 /// Deepest nesting of mappings and lists accepted (verl's own files nest 7 deep).
 pub const MAX_DEPTH: usize = 256;
+
+/// Most nodes (scalars, lists and mappings) one document may hold once its aliases are expanded
+/// (the copies kept for its anchors count as well). An alias copies its anchor's whole subtree,
+/// so a few lines of aliases of aliases ("billion laughs") expand to billions of nodes; the count
+/// is kept as the document is read and it is refused before the copy that would pass the limit.
+/// verl's largest composed config (all its files together) has a few thousand nodes.
+pub const MAX_NODES: usize = 500_000;
+
+/// The byte order mark PyYAML skips at the start of a stream.
+const BOM: char = '\u{feff}';
 
 /// A YAML problem: message with `line:column` (1-based) of where it was found.
 #[derive(Debug, Clone)]
@@ -47,17 +60,22 @@ impl YamlError {
     }
 }
 
+/// An open list or mapping: its items so far, its anchor, and the node count before it began.
 enum Frame {
-    List(Vec<Node>, usize),
-    Map(Map, Option<String>, usize),
+    List(Vec<Node>, usize, usize),
+    Map(Map, Option<String>, usize, usize),
 }
 
 /// Parses one YAML document (an empty document is `Null`).
 pub fn parse(text: &str) -> Result<Node, YamlError> {
+    let text = text.strip_prefix(BOM).unwrap_or(text);
+    check_printable(text)?;
     let mut parser = Parser::new_from_str(text);
     let mut stack: Vec<Frame> = Vec::new();
-    let mut anchors: HashMap<usize, Node> = HashMap::new();
+    // Each anchor with the number of nodes its subtree holds (what an alias of it adds).
+    let mut anchors: HashMap<usize, (Node, usize)> = HashMap::new();
     let mut root: Option<Node> = None;
+    let mut nodes = Count::default();
     loop {
         let (ev, mark) = parser
             .next_token()
@@ -66,34 +84,66 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
             Event::StreamEnd => true,
             Event::DocumentEnd if root.is_some() => true,
             Event::Scalar(text, style, anchor, tag) => {
+                nodes.add(1, &mark)?;
                 let node = scalar(&text, style, tag.as_ref().map(|t| t.suffix.as_str()))
                     .map_err(|m| YamlError::at(&mark, m))?;
-                push(&mut stack, &mut root, &mut anchors, node, anchor, &mark)?
+                push(
+                    &mut stack,
+                    &mut root,
+                    &mut anchors,
+                    &mut nodes,
+                    (node, 1),
+                    anchor,
+                    &mark,
+                )?
             }
             Event::Alias(id) => {
-                let node = anchors
+                let (node, size) = anchors
                     .get(&id)
-                    .cloned()
                     .ok_or_else(|| YamlError::at(&mark, "unknown alias".into()))?;
-                push(&mut stack, &mut root, &mut anchors, node, 0, &mark)?
+                // Counted before the copy is made.
+                nodes.add(*size, &mark)?;
+                let node = (node.clone(), *size);
+                push(
+                    &mut stack,
+                    &mut root,
+                    &mut anchors,
+                    &mut nodes,
+                    node,
+                    0,
+                    &mark,
+                )?
             }
             Event::SequenceStart(anchor, _) => {
                 depth_check(&stack, &mark)?;
-                stack.push(Frame::List(Vec::new(), anchor));
+                let before = nodes.document;
+                nodes.add(1, &mark)?;
+                stack.push(Frame::List(Vec::new(), anchor, before));
                 false
             }
             Event::MappingStart(anchor, _) => {
                 depth_check(&stack, &mark)?;
-                stack.push(Frame::Map(Map::new(), None, anchor));
+                let before = nodes.document;
+                nodes.add(1, &mark)?;
+                stack.push(Frame::Map(Map::new(), None, anchor, before));
                 false
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let (node, anchor) = match stack.pop() {
-                    Some(Frame::List(l, a)) => (Node::List(l), a),
-                    Some(Frame::Map(m, _, a)) => (Node::Map(m), a),
+                let (node, anchor, before) = match stack.pop() {
+                    Some(Frame::List(l, a, b)) => (Node::List(l), a, b),
+                    Some(Frame::Map(m, _, a, b)) => (Node::Map(m), a, b),
                     None => return Err(YamlError::at(&mark, "unbalanced end".into())),
                 };
-                push(&mut stack, &mut root, &mut anchors, node, anchor, &mark)?
+                let size = nodes.document - before;
+                push(
+                    &mut stack,
+                    &mut root,
+                    &mut anchors,
+                    &mut nodes,
+                    (node, size),
+                    anchor,
+                    &mark,
+                )?
             }
             _ => false,
         };
@@ -102,6 +152,71 @@ pub fn parse(text: &str) -> Result<Node, YamlError> {
         }
     }
     Ok(root.unwrap_or(Node::Null))
+}
+
+/// The nodes a document holds: its own, aliases expanded ([`Count::document`], which gives
+/// the size of each subtree), and the copies kept for its anchors; together at most
+/// [`MAX_NODES`].
+#[derive(Default)]
+struct Count {
+    document: usize,
+    kept: usize,
+}
+
+impl Count {
+    /// `n` more nodes in the document.
+    fn add(&mut self, n: usize, mark: &Marker) -> Result<(), YamlError> {
+        self.document = self.document.saturating_add(n);
+        self.check(mark)
+    }
+
+    /// A copy of `n` nodes kept for an anchor.
+    fn keep(&mut self, n: usize, mark: &Marker) -> Result<(), YamlError> {
+        self.kept = self.kept.saturating_add(n);
+        self.check(mark)
+    }
+
+    fn check(&self, mark: &Marker) -> Result<(), YamlError> {
+        if self.document.saturating_add(self.kept) > MAX_NODES {
+            return Err(YamlError::at(
+                mark,
+                format!(
+                    "more than {MAX_NODES} nodes once aliases are expanded (aliases of aliases?); refusing the document"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// PyYAML's reader: only printable characters, tab and line breaks may appear in a stream
+/// (`[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]` is refused).
+/// A NUL would otherwise end the document early, silently dropping what follows it.
+fn check_printable(text: &str) -> Result<(), YamlError> {
+    let ok = |c: char| matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{7e}' | '\u{85}' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..);
+    if text.chars().all(ok) {
+        return Ok(());
+    }
+    let (mut line, mut column) = (1, 1);
+    for (position, c) in text.chars().enumerate() {
+        if !ok(c) {
+            return Err(YamlError {
+                line,
+                column,
+                message: format!(
+                    "unacceptable character #x{:04x}: special characters are not allowed (position {position})",
+                    u32::from(c)
+                ),
+            });
+        }
+        if c == '\n' {
+            line += 1;
+            column = 1;
+        } else {
+            column += 1;
+        }
+    }
+    Ok(())
 }
 
 fn depth_check(stack: &[Frame], mark: &Marker) -> Result<(), YamlError> {
@@ -119,24 +234,27 @@ fn depth_check(stack: &[Frame], mark: &Marker) -> Result<(), YamlError> {
 fn push(
     stack: &mut [Frame],
     root: &mut Option<Node>,
-    anchors: &mut HashMap<usize, Node>,
-    node: Node,
+    anchors: &mut HashMap<usize, (Node, usize)>,
+    nodes: &mut Count,
+    (node, size): (Node, usize),
     anchor: usize,
     mark: &Marker,
 ) -> Result<bool, YamlError> {
     if anchor != 0 {
-        anchors.insert(anchor, node.clone());
+        // The anchor's copy is counted too: anchors nested in anchors copy their subtrees again.
+        nodes.keep(size, mark)?;
+        anchors.insert(anchor, (node.clone(), size));
     }
     match stack.last_mut() {
         None => {
             *root = Some(node);
             Ok(false)
         }
-        Some(Frame::List(l, _)) => {
+        Some(Frame::List(l, ..)) => {
             l.push(node);
             Ok(false)
         }
-        Some(Frame::Map(m, pending, _)) => {
+        Some(Frame::Map(m, pending, ..)) => {
             match pending.take() {
                 None => *pending = Some(key_text(&node, mark)?),
                 Some(k) if k == "<<" => merge_key(m, node, mark)?,
@@ -308,6 +426,7 @@ fn plain_int(text: &str) -> Option<Node> {
 
 /// Hydra's `# @package X` header: leading comment lines of the file.
 pub fn package_header(text: &str) -> Option<String> {
+    let text = text.strip_prefix(BOM).unwrap_or(text);
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() {
