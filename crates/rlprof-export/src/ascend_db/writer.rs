@@ -1,6 +1,7 @@
 //! The streaming pass that fills `ascend_pytorch_profiler_{rank}.db`: the attributed events
-//! of one replay become rows of the event tables as they arrive (bulk inserts, see
-//! [`super::batch`]); what is per step or per collective is summed on the way for `analysis.db`.
+//! of one replay become rows of the event tables as they arrive (appended to the file's b-tree
+//! pages by [`crate::sqlite_file`]); what is per step or per collective is summed on the way
+//! for `analysis.db`.
 //! Memory is bounded as in the text exporter: interned-string bits, live allocations, per-step
 //! sums and the collectives' figures.
 
