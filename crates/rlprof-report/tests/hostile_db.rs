@@ -247,3 +247,36 @@ fn a_text_session_start_is_read() {
     let loaded = load(tmp.path(), &Limits::default()).unwrap();
     assert_eq!(loaded.profiles[0].origin_ns, 500);
 }
+
+/// `RANK_DEVICE_MAP.rankId` 2^40 is not truncated into rank 0: the file name's rank (3) is kept
+/// and a note says why.
+#[test]
+fn a_rank_id_past_u32_is_not_truncated_into_another_rank() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = db_path(tmp.path(), 3);
+    good_db(&path, None);
+    let c = Connection::open(&path).unwrap();
+    c.execute_batch(
+        "CREATE TABLE RANK_DEVICE_MAP (rankId INTEGER, deviceId INTEGER);
+         INSERT INTO RANK_DEVICE_MAP VALUES (1099511627776, 0);",
+    )
+    .unwrap();
+    drop(c);
+    let loaded = load(tmp.path(), &Limits::default()).unwrap();
+    assert_eq!(loaded.profiles.len(), 1, "{:?}", loaded.skipped);
+    let p = &loaded.profiles[0];
+    assert_eq!(p.rank, 3);
+    assert!(
+        p.notes.iter().any(|n| n.contains("1099511627776")),
+        "{:?}",
+        p.notes
+    );
+    // analyse --cluster's reader agrees.
+    let d = rlprof_export::ascend_db::read::read_rank(&path).unwrap();
+    assert_eq!(d.rank, 3);
+    assert!(
+        d.notes.iter().any(|n| n.contains("1099511627776")),
+        "{:?}",
+        d.notes
+    );
+}

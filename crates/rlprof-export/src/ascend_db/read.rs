@@ -174,9 +174,15 @@ fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
         let mut rows = st.raw_query();
         if let Some(r) = rows.next()?
             && let Some(rank) = opt(r, 0)?
-            && rank >= 0
         {
-            d.rank = rank as u32;
+            match u32::try_from(rank) {
+                Ok(rank) => d.rank = rank,
+                // A rank id past u32 (2^40, say) is never truncated into another rank's.
+                Err(_) => d.notes.push(format!(
+                    "RANK_DEVICE_MAP.rankId {rank} is not a rank (0..2^32); the file name's rank {} is used",
+                    d.rank
+                )),
+            }
         }
     }
     if has(&conn, "META_DATA")? {

@@ -176,9 +176,15 @@ impl<'c, 'p> Reader<'c, 'p> {
         self.p.origin_ns = self.origin.max(0) as u64;
         if self.has("RANK_DEVICE_MAP")?
             && let Some(r) = self.first_int("RANK_DEVICE_MAP", "rankId")?
-            && r >= 0
         {
-            self.p.rank = r as u32;
+            match u32::try_from(r) {
+                Ok(r) => self.p.rank = r,
+                // A rank id past u32 (2^40, say) is never truncated into another rank's.
+                Err(_) => self.p.notes.push(format!(
+                    "RANK_DEVICE_MAP.rankId {r} is not a rank (0..2^32); the file name's rank {} is used",
+                    self.p.rank
+                )),
+            }
         }
         if self.has("PYTORCH_API")? {
             self.read_pytorch_api()?;
