@@ -338,4 +338,27 @@ mod tests {
         idx.replay(|_| events += 1).unwrap();
         assert_eq!(events, 8);
     }
+
+    /// Events lost while collecting (the end marker's `dropped` with no cap reached) make the
+    /// collection partial, with the count; a clean end with none lost does not.
+    #[test]
+    fn lost_events_make_the_collection_partial_with_the_count() {
+        let dir = tempfile::tempdir().unwrap();
+        for (dropped, want) in [(0u64, None), (2048, Some("2048 event(s) were lost"))] {
+            let path = dir.path().join(format!("rank_{dropped}.rlraw"));
+            let _ = std::fs::remove_file(&path);
+            let mut w = RawWriter::create(&path).unwrap();
+            w.write_meta(&serde_json::json!({"tool": "npu", "level": "level1", "rank": 0, "discrete": true}))
+                .unwrap();
+            w.write_records(0, &[rec(1, Kind::Kernel, 0, 0)]).unwrap();
+            w.write_end(1, dropped).unwrap();
+            drop(w);
+            let idx = Index::build(&path).unwrap();
+            let got = incomplete(&idx);
+            match want {
+                None => assert_eq!(got, None),
+                Some(w) => assert!(got.as_deref().is_some_and(|g| g.contains(w)), "{got:?}"),
+            }
+        }
+    }
 }
