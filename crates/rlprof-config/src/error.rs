@@ -2,6 +2,7 @@
 
 /// Errors of the config crate.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// One or more configuration problems, each already formatted with its YAML path (or the
     /// file and line, or the override, it comes from).
