@@ -10,8 +10,8 @@
 
 use super::grammar::{Kind, Override};
 use super::merge::merge;
-use crate::profile_plan::schema;
 use super::tree::{Map, Node};
+use crate::profile_plan::schema;
 use crate::typed::suggest;
 
 /// Applies one value override to `doc`.

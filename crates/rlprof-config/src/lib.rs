@@ -37,15 +37,15 @@ use std::path::{Path, PathBuf};
 
 use rlprof_profiler::plan::ProfilePlan;
 
-pub use error::ConfigError;
-pub use profile_plan::group_steps;
-pub use typed::{Issue, Reader};
 pub use compose::{MAX_COMPOSED_NODES, MAX_DEFAULTS_FILES, MAX_PACKAGE_DEPTH, PKG_PATH_ENV};
+pub use error::ConfigError;
 pub use grammar::{MAX_KEY_SEGMENTS, MAX_VALUE_DEPTH};
+pub use profile_plan::group_steps;
 pub use resolve::{
     MAX_INTERPOLATED_BYTES, MAX_INTERPOLATION_DEPTH, MAX_RESOLVED_DEPTH, MAX_RESOLVED_NODES,
 };
 pub use tree::Node;
+pub use typed::{Issue, Reader};
 pub use yaml::{YamlError, parse as parse_yaml};
 
 /// Which config to compose: a file, or Hydra's `--config-path DIR --config-name NAME`.

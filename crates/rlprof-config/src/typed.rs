@@ -63,7 +63,6 @@ pub(crate) fn kind(v: &Node) -> &'static str {
     v.kind()
 }
 
-
 /// One configuration problem, found at a YAML path.
 ///
 /// `Display` renders the one-line message users see, starting with `path`.

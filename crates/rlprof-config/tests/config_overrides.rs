@@ -1,9 +1,7 @@
 //! Hydra-style overrides: set existing keys, add new ones, value parsing, errors.
 
 use rlprof_config::ConfigError;
-use rlprof_config::{
-    Node, build_plan, load_document, load_document_str, parse_override_value,
-};
+use rlprof_config::{Node, build_plan, load_document, load_document_str, parse_override_value};
 use rlprof_profiler::plan::{Level, Role, Tool};
 
 const BASE: &str = "

@@ -8,9 +8,9 @@ use std::path::Path;
 
 use rlprof_config::ConfigError;
 use rlprof_config::{
-    self as config, MAX_COMPOSED_NODES, MAX_DEFAULTS_FILES, MAX_INTERPOLATED_BYTES, MAX_INTERPOLATION_DEPTH,
-    MAX_KEY_SEGMENTS, MAX_RESOLVED_DEPTH, MAX_RESOLVED_NODES, MAX_VALUE_DEPTH, Node, Selection,
-    build_plan, load_document, load_document_str,
+    self as config, MAX_COMPOSED_NODES, MAX_DEFAULTS_FILES, MAX_INTERPOLATED_BYTES,
+    MAX_INTERPOLATION_DEPTH, MAX_KEY_SEGMENTS, MAX_RESOLVED_DEPTH, MAX_RESOLVED_NODES,
+    MAX_VALUE_DEPTH, Node, Selection, build_plan, load_document, load_document_str,
 };
 use rlprof_profiler::plan::Tool;
 

@@ -28,8 +28,7 @@ fn main() {
         steps.join(","),
         dir.path().display()
     );
-    let doc =
-        rlprof_config::load_document_str(&yaml, "collection_cost", &[]).expect("config");
+    let doc = rlprof_config::load_document_str(&yaml, "collection_cost", &[]).expect("config");
     let plan = rlprof_config::build_plan(&doc).expect("plan");
     let profiler = Profiler::new(plan);
     let rank = profiler.rank(0);

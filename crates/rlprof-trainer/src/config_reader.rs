@@ -4,8 +4,8 @@
 //! valid values; the profiler's plan is read through the same reader). `config` (the job's
 //! sections) and `critic_config` (the critic's) both read through it.
 
-pub(crate) use rlprof_config::typed::Reader;
 use rlprof_config::Node;
+pub(crate) use rlprof_config::typed::Reader;
 use std::path::PathBuf;
 
 /// Loss aggregation (`actor.loss_agg_mode`).

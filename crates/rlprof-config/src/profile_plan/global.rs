@@ -63,7 +63,9 @@ pub(super) fn parse_global(cx: &mut Reader, root: &Map, world: u32) -> Global {
     g.hooks = parse_hooks(cx, m, p, world);
     g.tool_given = Reader::entry(m, "tool").is_some();
     g.steps = parse_steps(cx, m.get("steps"));
-    g.continuous = cx.bool_in(m, "profile_continuous_steps", p).unwrap_or(false);
+    g.continuous = cx
+        .bool_in(m, "profile_continuous_steps", p)
+        .unwrap_or(false);
     if let Some(s) = cx.str_in(m, "save_path", p) {
         if s.trim().is_empty() {
             cx.err(

@@ -6,11 +6,11 @@ use super::fields::{
     PRECISION_DEBUGGER, check_precision_debugger, parse_hooks, parse_schedule, pos_u32, rank_list,
 };
 use super::raw::RawRole;
-use crate::Written;
 use super::schema::{
     NPU_KEYS, NSYS_ROLE_KEYS, ROLE_KEYS, ROLE_TORCH_MEMORY_KEYS, SCHEDULE_KEYS, TOOL_CONFIG_KEYS,
     TORCH_KEYS,
 };
+use crate::Written;
 use crate::tree::{Map, Node};
 use crate::typed::{self, Reader};
 use rlprof_profiler::plan::{Granularity, Role, Schedule, Tool, VerlSettings};
