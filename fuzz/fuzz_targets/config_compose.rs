@@ -1,10 +1,10 @@
-//! The profiler's config: YAML, the Hydra override grammar and OmegaConf interpolation, the
+//! rlprof-config: YAML, the Hydra override grammar and OmegaConf interpolation, the
 //! way `rlprof config show` composes them. The input is YAML text, then a NUL byte, then
 //! overrides one per line; the composed tree is shown and built into a plan.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rlprof_profiler::config::{self, Selection};
+use rlprof_config::{self as config, Selection};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -2,7 +2,7 @@
 
 use crate::output::{outln, print_out, train_line};
 use anyhow::Result;
-use rlprof_profiler::config::{self, Selection};
+use rlprof_config::{self as config, Selection};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -237,7 +237,7 @@ pub(crate) fn train(sel: &Selection, overrides: &[String], quiet: bool) -> Resul
         })),
         ..Default::default()
     };
-    let summary = match ranks.run(&doc, profiler.clone(), opts) {
+    let summary = match ranks.run(&tcfg, profiler.clone(), opts) {
         Ok(s) => s,
         Err(e) if ranks.is_multi_process() => {
             profiler.close_open();

@@ -39,14 +39,14 @@ impl Ranks {
     /// Runs the job (this process's share of it).
     pub(crate) fn run(
         &self,
-        doc: &rlprof_profiler::config::Node,
+        cfg: &rlprof_trainer::TrainConfig,
         profiler: rlprof_profiler::Profiler,
         opts: rlprof_trainer::RunOptions,
     ) -> Result<rlprof_trainer::RunSummary, rlprof_trainer::TrainerError> {
         match self {
-            Ranks::InProcess => rlprof_trainer::run(doc, profiler, opts),
+            Ranks::InProcess => rlprof_trainer::run(cfg, profiler, opts),
             #[cfg(feature = "mpi")]
-            Ranks::Mpi(c) => rlprof_trainer::run_process(doc, profiler, opts, c.clone()),
+            Ranks::Mpi(c) => rlprof_trainer::run_process(cfg, profiler, opts, c.clone()),
         }
     }
 

@@ -28,8 +28,8 @@ struct Select {
 
 impl Select {
     /// The selection, with a leading file argument (an argument without `=`) if there is one.
-    fn with_file(self, file: Option<PathBuf>) -> rlprof_profiler::config::Selection {
-        rlprof_profiler::config::Selection {
+    fn with_file(self, file: Option<PathBuf>) -> rlprof_config::Selection {
+        rlprof_config::Selection {
             file,
             config_path: self.config_path,
             config_name: self.config_name,

@@ -28,9 +28,8 @@ fn main() {
         steps.join(","),
         dir.path().display()
     );
-    let doc =
-        rlprof_profiler::config::load_document_str(&yaml, "collection_cost", &[]).expect("config");
-    let plan = rlprof_profiler::config::build_plan(&doc).expect("plan");
+    let doc = rlprof_config::load_document_str(&yaml, "collection_cost", &[]).expect("config");
+    let plan = rlprof_config::build_plan(&doc).expect("plan");
     let profiler = Profiler::new(plan);
     let rank = profiler.rank(0);
     let _bound = rank.bind_thread();

@@ -5,9 +5,6 @@ use std::path::PathBuf;
 /// Errors of the profiler crate.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfilerError {
-    /// One or more configuration problems, each already formatted with its YAML path.
-    #[error("invalid configuration:\n{}", .0.iter().map(|e| format!("  - {e}")).collect::<Vec<_>>().join("\n"))]
-    Config(Vec<String>),
     /// An I/O failure on a file.
     #[error("{path}: {source}")]
     Io {

@@ -1,10 +1,11 @@
 //! rlprof-profiler: collect performance data from RL post-training jobs.
 //!
-//! Layers, with data flowing one way: [`config`] (YAML + overrides -> [`plan::ProfilePlan`]) ->
-//! [`controller`] (which step/role/rank collects, end-to-end or discrete) -> [`recorder`]
-//! (fixed-size binary [`record::Record`]s in thread-local buffers, TSC timestamps) -> [`raw`]
-//! (self-checking chunked raw files). Parsing and exporting live in other crates; this crate is
-//! usable by any Rust program on its own and depends on no trainer.
+//! Layers, with data flowing one way: a [`plan::ProfilePlan`] (built from the verl YAML and
+//! overrides by the `rlprof-config` crate, or by hand) -> [`controller`] (which step/role/rank
+//! collects, end-to-end or discrete) -> [`recorder`] (fixed-size binary [`record::Record`]s in thread-local buffers, TSC timestamps) -> [`raw`]
+//! (self-checking chunked raw files). Config parsing, parsing of the collected data and exporting
+//! live in other crates; this crate is usable by any Rust program on its own and depends on no
+//! trainer.
 //!
 //! ```
 //! use rlprof_profiler::{Profiler, plan::{ProfilePlan, RoleCall}, phase, op, name, NameId};
@@ -20,7 +21,6 @@
 pub mod alloc;
 pub mod api;
 pub mod clock;
-pub mod config;
 pub mod controller;
 pub mod device;
 pub mod error;

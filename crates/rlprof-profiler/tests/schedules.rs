@@ -3,7 +3,7 @@
 
 mod support;
 
-use rlprof_profiler::config::{build_plan, load_document_str};
+use rlprof_config::{build_plan, load_document_str};
 use rlprof_profiler::plan::{IterAction, IterKind, RoleCall, Schedule};
 use rlprof_profiler::raw::RawSummary;
 use rlprof_profiler::record::{Kind, RangeCat};
@@ -45,7 +45,7 @@ fn schedule_longer_than_the_iterations_records_what_exists() {
     assert_eq!(s.recorded_in(1000), (30..=70).collect::<Vec<_>>());
 }
 
-fn doc(extra: &[&str]) -> rlprof_profiler::config::Node {
+fn doc(extra: &[&str]) -> rlprof_config::Node {
     let base = "trainer: {nnodes: 1, n_gpus_per_node: 2}\nglobal_profiler: {tool: npu, steps: [2]}\nactor_rollout_ref:\n  actor:\n    profiler: {enable: true, all_ranks: false, ranks: [0], tool_config: {npu: {discrete: true}}}\n";
     let ov: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     load_document_str(base, "<test>", &ov).unwrap()
@@ -70,12 +70,12 @@ fn config_reads_schedules_per_role_and_granularity() {
     // ref follows the actor for its settings but a schedule is not inherited
     let r = plan.role(rlprof_profiler::Role::Ref).unwrap();
     assert_eq!(r.schedule, None);
-    let words = rlprof_profiler::config::describe(&plan);
+    let words = rlprof_config::describe(&plan);
     assert!(
         words.contains("decode steps of generate_sequences: records iterations 30-70"),
         "{words}"
     );
-    let json = rlprof_profiler::config::plan_json(&plan);
+    let json = rlprof_config::plan_json(&plan);
     assert_eq!(json["roles"]["rollout"]["schedule"]["skip_first"], 30);
 }
 

@@ -31,13 +31,13 @@ fn run(on: bool, steps: u64, dir: &std::path::Path) -> BTreeMap<&'static str, Ve
         format!("global_profiler.save_path={}", dir.join("prof").display()),
         format!("global_profiler.steps=[{}]", step_list.join(",")),
     ];
-    let doc = rlprof_profiler::config::load_document_str(CONFIG, "bench", &overrides).unwrap();
+    let doc = rlprof_config::load_document_str(CONFIG, "bench", &overrides).unwrap();
     let plan = if on {
-        rlprof_profiler::config::build_plan(&doc).unwrap()
+        rlprof_config::build_plan(&doc).unwrap()
     } else {
         ProfilePlan::disabled(2)
     };
-    let summary = rlprof_trainer::run(&doc, Profiler::new(plan), Default::default()).unwrap();
+    let summary = rlprof_trainer::run(&cfg(&doc), Profiler::new(plan), Default::default()).unwrap();
     let mut out: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for m in summary.metrics.iter().skip(1) {
         for p in PHASES {
@@ -81,4 +81,9 @@ fn main() {
         let b = median(on.get_mut(p).unwrap()) * 1e3;
         println!("{p:<12} {a:>8.1} {b:>8.1} {:>8.3}", b / a);
     }
+}
+
+/// The job config of `doc` (read once, as the CLI does, and passed to the run).
+fn cfg(doc: &rlprof_config::Node) -> rlprof_trainer::TrainConfig {
+    rlprof_trainer::TrainConfig::from_doc(doc).unwrap()
 }

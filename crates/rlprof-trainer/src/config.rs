@@ -7,7 +7,7 @@
 pub use crate::config_reader::LossAgg;
 use crate::config_reader::{Reader, loss_agg, model_path, warmup_steps};
 use crate::error::{Result, TrainerError};
-use rlprof_profiler::config::Node;
+use rlprof_config::Node;
 use std::path::PathBuf;
 
 /// Advantage estimator (`algorithm.adv_estimator`).
@@ -447,11 +447,13 @@ impl TrainConfig {
             critic,
             warnings: near_misses(doc),
         };
-        cfg.check_consistency(&mut r.errors);
-        if r.errors.is_empty() {
+        // Cross-field checks come after every single-value issue, as they always have.
+        let mut errors = r.into_messages();
+        cfg.check_consistency(&mut errors);
+        if errors.is_empty() {
             Ok(cfg)
         } else {
-            Err(TrainerError::Config(r.errors))
+            Err(TrainerError::Config(errors))
         }
     }
 
@@ -648,10 +650,7 @@ fn read_actor(r: &mut Reader) -> ActorConfig {
             (s[0].as_f64().unwrap_or(0.9), s[1].as_f64().unwrap_or(0.999))
         }
         Some(v) => {
-            r.errors.push(format!(
-                "{p}.optim.betas: expected [beta1, beta2], got {}",
-                v.show()
-            ));
+            r.expected(&format!("{p}.optim.betas"), "[beta1, beta2]", v);
             (0.9, 0.999)
         }
     };
@@ -684,10 +683,7 @@ fn read_rollout(r: &mut Reader) -> RolloutConfig {
             Some(v) => match v.as_i64() {
                 Some(k) if k == -1 || k > 0 => k,
                 _ => {
-                    r.errors.push(format!(
-                        "{p}.top_k: expected -1 (off) or a positive integer, got {}",
-                        v.show()
-                    ));
+                    r.expected(&format!("{p}.top_k"), "-1 (off) or a positive integer", v);
                     -1
                 }
             },

@@ -1,10 +1,11 @@
-//! Reading the trainer's config document: a [`Reader`] of typed, range-checked values by
-//! dotted YAML path that collects every problem (each naming its path and the valid values),
-//! and the value kinds more than one section reads (loss aggregation, warm-up steps, model
-//! paths). `config` (the job's sections) and `critic_config` (the critic's) both read through
-//! it.
+//! The value kinds more than one section of the trainer's config reads (loss aggregation,
+//! warm-up steps, model paths), on top of `rlprof_config`'s [`Reader`] (typed, range-checked
+//! values by dotted YAML path, every problem collected as an issue naming its path and the
+//! valid values; the profiler's plan is read through the same reader). `config` (the job's
+//! sections) and `critic_config` (the critic's) both read through it.
 
-use rlprof_profiler::config::Node;
+use rlprof_config::Node;
+pub(crate) use rlprof_config::typed::Reader;
 use std::path::PathBuf;
 
 /// Loss aggregation (`actor.loss_agg_mode`).
@@ -28,149 +29,6 @@ impl LossAgg {
             LossAgg::TokenMean => Self::NAMES[0],
             LossAgg::SeqMeanTokenSum => Self::NAMES[1],
             LossAgg::SeqMeanTokenMean => Self::NAMES[2],
-        }
-    }
-}
-
-/// Reads typed values by dotted path, collecting every problem.
-pub(crate) struct Reader<'a> {
-    doc: &'a Node,
-    /// Every problem found so far, each naming its YAML path.
-    pub(crate) errors: Vec<String>,
-}
-
-impl<'a> Reader<'a> {
-    /// A reader over `doc` with no problems yet.
-    pub(crate) fn new(doc: &'a Node) -> Reader<'a> {
-        Reader {
-            doc,
-            errors: Vec::new(),
-        }
-    }
-
-    pub(crate) fn get(&self, path: &str) -> Option<&'a Node> {
-        let mut v = self.doc;
-        for k in path.split('.') {
-            v = v.get(k)?;
-        }
-        (!v.is_null()).then_some(v)
-    }
-
-    pub(crate) fn uint(&mut self, path: &str, default: u64, min: u64) -> u64 {
-        match self.get(path) {
-            None => default,
-            Some(v) => match v.as_u64() {
-                Some(n) if n >= min => n,
-                _ => {
-                    self.errors.push(format!(
-                        "{path}: expected an integer >= {min}, got {}",
-                        v.show()
-                    ));
-                    default
-                }
-            },
-        }
-    }
-
-    /// An integer >= 0 where verl writes -1 (any negative) for "off / not set": returns `None`
-    /// for the sentinel.
-    pub(crate) fn uint_or_sentinel(&mut self, path: &str, default: u64) -> Option<u64> {
-        match self.get(path) {
-            None => Some(default),
-            Some(v) => match v.as_i64() {
-                Some(n) if n >= 0 => Some(n as u64),
-                Some(_) => None,
-                None => {
-                    self.errors.push(format!(
-                        "{path}: expected an integer (-1 = off, as in verl), got {}",
-                        v.show()
-                    ));
-                    Some(default)
-                }
-            },
-        }
-    }
-
-    pub(crate) fn size(&mut self, path: &str, default: usize) -> usize {
-        self.uint(path, default as u64, 1) as usize
-    }
-
-    pub(crate) fn float(&mut self, path: &str, default: f64, lo: f64, hi: f64) -> f64 {
-        match self.get(path) {
-            None => default,
-            Some(v) => match v.as_f64() {
-                Some(x) if x.is_finite() && x >= lo && x <= hi => x,
-                _ => {
-                    self.errors.push(format!(
-                        "{path}: expected a number in [{lo}, {hi}], got {}",
-                        v.show()
-                    ));
-                    default
-                }
-            },
-        }
-    }
-
-    pub(crate) fn boolean(&mut self, path: &str, default: bool) -> bool {
-        match self.get(path) {
-            None => default,
-            Some(Node::Bool(b)) => *b,
-            Some(v) => {
-                self.errors
-                    .push(format!("{path}: expected true or false, got {}", v.show()));
-                default
-            }
-        }
-    }
-
-    pub(crate) fn string(&mut self, path: &str, default: &str) -> String {
-        match self.get(path) {
-            None => default.to_string(),
-            Some(Node::Str(s)) => s.clone(),
-            Some(v) => {
-                self.errors
-                    .push(format!("{path}: expected a string, got {}", v.show()));
-                default.to_string()
-            }
-        }
-    }
-
-    pub(crate) fn choice(&mut self, path: &str, default: &str, valid: &[&str]) -> String {
-        let s = self.string(path, default);
-        if valid.contains(&s.as_str()) {
-            s
-        } else {
-            self.errors.push(format!(
-                "{path}: unknown value '{s}'; valid values: {}",
-                valid.join(", ")
-            ));
-            default.to_string()
-        }
-    }
-
-    pub(crate) fn paths(&mut self, path: &str) -> Vec<PathBuf> {
-        match self.get(path) {
-            None => Vec::new(),
-            Some(Node::Str(s)) if s.is_empty() => Vec::new(),
-            Some(Node::Str(s)) => vec![PathBuf::from(s)],
-            Some(Node::List(items)) => items
-                .iter()
-                .filter_map(|i| match i {
-                    Node::Str(s) => Some(PathBuf::from(s)),
-                    other => {
-                        self.errors
-                            .push(format!("{path}: expected file paths, got {}", other.show()));
-                        None
-                    }
-                })
-                .collect(),
-            Some(v) => {
-                self.errors.push(format!(
-                    "{path}: expected a file path or a list of them, got {}",
-                    v.show()
-                ));
-                Vec::new()
-            }
         }
     }
 }

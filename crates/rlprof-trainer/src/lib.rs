@@ -9,9 +9,10 @@
 //! and [`comm`] (collectives) -> [`job`] (the loop, metrics, checkpoints via [`checkpoint`]).
 //!
 //! ```no_run
-//! let doc = rlprof_profiler::config::parse_yaml("trainer: {total_training_steps: 2}").unwrap();
+//! let doc = rlprof_config::parse_yaml("trainer: {total_training_steps: 2}").unwrap();
+//! let cfg = rlprof_trainer::TrainConfig::from_doc(&doc).unwrap();
 //! let profiler = rlprof_profiler::Profiler::new(rlprof_profiler::ProfilePlan::disabled(1));
-//! let summary = rlprof_trainer::run(&doc, profiler, Default::default()).unwrap();
+//! let summary = rlprof_trainer::run(&cfg, profiler, Default::default()).unwrap();
 //! assert_eq!(summary.steps, 2);
 //! ```
 
@@ -104,7 +105,7 @@ pub struct RunSummary {
 }
 
 /// Number of ranks: `trainer.nnodes * trainer.n_gpus_per_node`.
-pub fn world_size(doc: &rlprof_profiler::config::Node) -> u32 {
+pub fn world_size(doc: &rlprof_config::Node) -> u32 {
     let get = |k: &str| {
         doc.get("trainer")
             .and_then(|t| t.get(k))

@@ -115,10 +115,10 @@ fn backward_and_optimizer_ops_cover_the_update() {
         "actor_rollout_ref.model.intermediate_size=128".into(),
     ]
     .into();
-    let doc = rlprof_profiler::config::load_document_str(DEFAULT, "default", &overrides).unwrap();
-    let plan = rlprof_profiler::config::build_plan(&doc).unwrap();
+    let doc = rlprof_config::load_document_str(DEFAULT, "default", &overrides).unwrap();
+    let plan = rlprof_config::build_plan(&doc).unwrap();
     let profiler = rlprof_profiler::Profiler::new(plan);
-    rlprof_trainer::run(&doc, profiler, Default::default()).unwrap();
+    rlprof_trainer::run(&cfg(&doc), profiler, Default::default()).unwrap();
 
     let mut files = Vec::new();
     raw_files(&save, &mut files);
@@ -219,4 +219,9 @@ fn backward_and_optimizer_ops_cover_the_update() {
         );
         eprintln!("{f:?}: coverage with the change {all:?}, without {before:?}");
     }
+}
+
+/// The job config of `doc` (read once, as the CLI does, and passed to the run).
+fn cfg(doc: &rlprof_config::Node) -> rlprof_trainer::TrainConfig {
+    rlprof_trainer::TrainConfig::from_doc(doc).unwrap()
 }

@@ -2,7 +2,7 @@
 //! a checkpoint and resumed (`resume_mode: auto`) ends with the same parameters as an
 //! uninterrupted one; non-finite values stop training with an error naming the step.
 
-use rlprof_profiler::config::{Node, parse_yaml};
+use rlprof_config::{Node, parse_yaml};
 use rlprof_profiler::{ProfilePlan, Profiler};
 use rlprof_trainer::comm::InProcess;
 use rlprof_trainer::engine::Sample;
@@ -23,12 +23,12 @@ fn small(dir: &std::path::Path, extra: &[String]) -> Node {
         "actor_rollout_ref.model.intermediate_size=64".into(),
     ];
     o.extend_from_slice(extra);
-    rlprof_profiler::config::load_document_str(DEFAULT, "test", &o).unwrap()
+    rlprof_config::load_document_str(DEFAULT, "test", &o).unwrap()
 }
 
 fn params(doc: &Node) -> Vec<f32> {
     rlprof_trainer::run(
-        doc,
+        &cfg(doc),
         Profiler::new(ProfilePlan::disabled(2)),
         Default::default(),
     )
@@ -61,7 +61,7 @@ fn fixed_seed_reproduces_and_resume_continues_exactly() {
         "2"
     );
     let resumed = rlprof_trainer::run(
-        &small(&b, &[steps(3), "trainer.resume_mode=auto".into()]),
+        &cfg(&small(&b, &[steps(3), "trainer.resume_mode=auto".into()])),
         Profiler::new(ProfilePlan::disabled(2)),
         Default::default(),
     )
@@ -108,4 +108,9 @@ fn non_finite_loss_is_an_error_naming_the_step() {
         "{err}"
     );
     assert!(err.to_string().contains("step 7"), "{err}");
+}
+
+/// The job config of `doc` (read once, as the CLI does, and passed to the run).
+fn cfg(doc: &rlprof_config::Node) -> rlprof_trainer::TrainConfig {
+    rlprof_trainer::TrainConfig::from_doc(doc).unwrap()
 }

@@ -1,7 +1,7 @@
 //! Bad training config fails before any work, with every problem at once, each naming its YAML
 //! path and the valid values.
 
-use rlprof_profiler::config::parse_yaml;
+use rlprof_config::parse_yaml;
 use rlprof_trainer::{TrainConfig, TrainerError};
 
 fn errors(yaml: &str) -> Vec<String> {

@@ -36,10 +36,10 @@ fn rollout_collection(schedule: &[&str]) -> (u64, Vec<u64>) {
         .map(String::from),
     );
     overrides.extend(schedule.iter().map(|s| s.to_string()));
-    let doc = rlprof_profiler::config::load_document_str(DEFAULT, "default", &overrides).unwrap();
-    let plan = rlprof_profiler::config::build_plan(&doc).unwrap();
+    let doc = rlprof_config::load_document_str(DEFAULT, "default", &overrides).unwrap();
+    let plan = rlprof_config::build_plan(&doc).unwrap();
     let profiler = rlprof_profiler::Profiler::new(plan);
-    rlprof_trainer::run(&doc, profiler, Default::default()).unwrap();
+    rlprof_trainer::run(&cfg(&doc), profiler, Default::default()).unwrap();
     let mut files = Vec::new();
     rollout_raw(&save, &mut files);
     assert_eq!(
@@ -73,4 +73,9 @@ fn decode_step_schedule_collects_only_its_steps() {
         all_events >= 5 * events,
         "scheduled {events} events vs unscheduled {all_events}"
     );
+}
+
+/// The job config of `doc` (read once, as the CLI does, and passed to the run).
+fn cfg(doc: &rlprof_config::Node) -> rlprof_trainer::TrainConfig {
+    rlprof_trainer::TrainConfig::from_doc(doc).unwrap()
 }

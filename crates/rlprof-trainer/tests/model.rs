@@ -2,7 +2,7 @@
 //! Hugging Face directory round-trips, and bad checkpoints give errors naming the file.
 
 use candle_core::Device;
-use rlprof_profiler::config::parse_yaml;
+use rlprof_config::parse_yaml;
 use rlprof_trainer::TrainConfig;
 use rlprof_trainer::checkpoint::{load_hf, save_hf};
 use rlprof_trainer::comm::InProcess;

@@ -64,10 +64,10 @@ fn profiled_run_records_roles_phases_ops_comm_and_memory() {
         "actor_rollout_ref.model.intermediate_size=64".into(),
     ]
     .into();
-    let doc = rlprof_profiler::config::load_document_str(DEFAULT, "default", &overrides).unwrap();
-    let plan = rlprof_profiler::config::build_plan(&doc).unwrap();
+    let doc = rlprof_config::load_document_str(DEFAULT, "default", &overrides).unwrap();
+    let plan = rlprof_config::build_plan(&doc).unwrap();
     let profiler = rlprof_profiler::Profiler::new(plan);
-    let summary = rlprof_trainer::run(&doc, profiler.clone(), Default::default()).unwrap();
+    let summary = rlprof_trainer::run(&cfg(&doc), profiler.clone(), Default::default()).unwrap();
     assert_eq!(summary.steps, 2);
     assert_eq!(profiler.completed().len(), 2, "one collection per rank");
 
@@ -163,4 +163,9 @@ fn profiled_run_records_roles_phases_ops_comm_and_memory() {
         );
         assert!(mem_in_ops > 0, "tensor memory attributed to ops");
     }
+}
+
+/// The job config of `doc` (read once, as the CLI does, and passed to the run).
+fn cfg(doc: &rlprof_config::Node) -> rlprof_trainer::TrainConfig {
+    rlprof_trainer::TrainConfig::from_doc(doc).unwrap()
 }

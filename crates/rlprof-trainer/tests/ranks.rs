@@ -1,7 +1,7 @@
 //! Sharded data parallelism: two in-process ranks end with the same parameters as one rank given
 //! the same global batch, and each rank holds only its shard of the optimizer state.
 
-use rlprof_profiler::config::parse_yaml;
+use rlprof_config::parse_yaml;
 use rlprof_trainer::TrainConfig;
 use rlprof_trainer::comm::{Communicator, InProcess};
 use rlprof_trainer::engine::{Engine, Sample};

@@ -14,9 +14,9 @@ fn accuracy_trend(base: &str, extra: &[&str]) -> (f64, f64, Vec<f64>) {
         "trainer.total_training_steps=20".into(),
     ];
     overrides.extend(extra.iter().map(|s| s.to_string()));
-    let doc = rlprof_profiler::config::load_document_str(base, "test", &overrides).unwrap();
+    let doc = rlprof_config::load_document_str(base, "test", &overrides).unwrap();
     let summary = rlprof_trainer::run(
-        &doc,
+        &cfg(&doc),
         Profiler::new(ProfilePlan::disabled(2)),
         Default::default(),
     )
@@ -55,4 +55,9 @@ fn ppo_with_gae_improves_accuracy() {
         last > first + 0.08,
         "first {first:.3} last {last:.3}: {all:?}"
     );
+}
+
+/// The job config of `doc` (read once, as the CLI does, and passed to the run).
+fn cfg(doc: &rlprof_config::Node) -> rlprof_trainer::TrainConfig {
+    rlprof_trainer::TrainConfig::from_doc(doc).unwrap()
 }

@@ -3,7 +3,7 @@
 //! equal to what `compute_log_prob` recomputes with the same weights; in bypass mode they are
 //! the old log-probs and `compute_log_prob` is neither run nor profiled.
 
-use rlprof_profiler::config::{build_plan, load_document_str, parse_yaml};
+use rlprof_config::{build_plan, load_document_str, parse_yaml};
 use rlprof_trainer::comm::InProcess;
 use rlprof_trainer::data::Prompt;
 use rlprof_trainer::engine::Sampling;
@@ -87,7 +87,7 @@ fn profiled_step(dir: &Path, extra: &[&str]) -> (RunSummary, Vec<String>) {
     overrides.extend(extra.iter().map(|s| s.to_string()));
     let doc = load_document_str(DEFAULT, "default", &overrides).unwrap();
     let profiler = rlprof_profiler::Profiler::new(build_plan(&doc).unwrap());
-    let summary = rlprof_trainer::run(&doc, profiler, Default::default()).unwrap();
+    let summary = rlprof_trainer::run(&cfg(&doc), profiler, Default::default()).unwrap();
     let mut roles = Vec::new();
     let mut stack = vec![save];
     while let Some(d) = stack.pop() {
@@ -168,4 +168,9 @@ fn rollout_correction_settings_without_an_implementation_are_refused_at_start() 
                 && m.contains("ppo_clip, reinforce")),
         "{e:#?}"
     );
+}
+
+/// The job config of `doc` (read once, as the CLI does, and passed to the run).
+fn cfg(doc: &rlprof_config::Node) -> rlprof_trainer::TrainConfig {
+    rlprof_trainer::TrainConfig::from_doc(doc).unwrap()
 }

@@ -48,14 +48,14 @@ pub fn tune_host_allocator() {
 /// Runs this process's one rank of a job whose ranks are separate processes (`comm` connects
 /// them, e.g. MPI under `mpirun`). The communicator's world size must equal
 /// `trainer.nnodes * trainer.n_gpus_per_node`. Rank 0 writes the metrics and calls the
-/// callbacks; the summary's `final_params` are this rank's (identical on every rank).
+/// callbacks; the summary's `final_params` are this rank's (identical on every rank). `cfg` is
+/// the job config read once by the caller ([`TrainConfig::from_doc`]).
 pub fn run_process<C: Communicator>(
-    doc: &rlprof_profiler::config::Node,
+    cfg: &TrainConfig,
     profiler: Profiler,
     opts: RunOptions,
     comm: C,
 ) -> Result<RunSummary> {
-    let cfg = TrainConfig::from_doc(doc)?;
     let (rank, world) = (comm.rank(), comm.world_size());
     if world != cfg.world_size() {
         return Err(TrainerError::Config(vec![format!(
@@ -79,7 +79,7 @@ pub fn run_process<C: Communicator>(
     let metrics_path = opts
         .metrics_path
         .clone()
-        .unwrap_or_else(|| default_metrics_path(&cfg));
+        .unwrap_or_else(|| default_metrics_path(cfg));
     let writer = match rank {
         0 => Some(MetricsWriter::create(&metrics_path)?),
         _ => None,
@@ -88,7 +88,7 @@ pub fn run_process<C: Communicator>(
     let _bound = rp.bind_thread();
     let mut sink = EventSink::new(&opts, writer);
     let mut report = |ev: Event| sink.deliver(ev);
-    let out = run_rank(&cfg, &rp, Traced::new(comm), opts.max_steps, &mut report)?;
+    let out = run_rank(cfg, &rp, Traced::new(comm), opts.max_steps, &mut report)?;
     let metrics = sink.finish()?;
     Ok(RunSummary {
         steps: out.steps,
@@ -120,20 +120,16 @@ fn default_metrics_path(cfg: &TrainConfig) -> std::path::PathBuf {
     cfg.trainer.default_local_dir.join(name)
 }
 
-/// Runs the job with `trainer.nnodes * trainer.n_gpus_per_node` in-process ranks.
-pub fn run(
-    doc: &rlprof_profiler::config::Node,
-    profiler: Profiler,
-    opts: RunOptions,
-) -> Result<RunSummary> {
-    let cfg = TrainConfig::from_doc(doc)?;
+/// Runs the job with `trainer.nnodes * trainer.n_gpus_per_node` in-process ranks. `cfg` is
+/// the job config read once by the caller ([`TrainConfig::from_doc`]).
+pub fn run(cfg: &TrainConfig, profiler: Profiler, opts: RunOptions) -> Result<RunSummary> {
     let world = cfg.world_size();
     configure_engine_threads(world);
     let t0 = Instant::now();
     let metrics_path = opts
         .metrics_path
         .clone()
-        .unwrap_or_else(|| default_metrics_path(&cfg));
+        .unwrap_or_else(|| default_metrics_path(cfg));
     let writer = MetricsWriter::create(&metrics_path)?;
     let (tx, rx) = std::sync::mpsc::channel::<Event>();
     let mut handles = Vec::new();

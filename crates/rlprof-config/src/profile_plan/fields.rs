@@ -2,20 +2,20 @@
 //! lists, schedules, positive `u32` values and the (not yet collectable) precision debugger.
 
 use super::raw::Hooks;
-use crate::config::schema::{PRECISION_DEBUGGER_KEYS, SCHEDULE_KEYS};
-use crate::config::tree::{Map, Node};
-use crate::config::values::{self, Ctx};
-use crate::plan::Schedule;
+use super::schema::{PRECISION_DEBUGGER_KEYS, SCHEDULE_KEYS};
+use crate::tree::{Map, Node};
+use crate::typed::{self, Reader};
+use rlprof_profiler::plan::Schedule;
 
 /// The tool name verl 0.9.1 has and rlprof cannot collect with yet.
 pub(super) const PRECISION_DEBUGGER: &str = "precision_debugger";
 
-pub(super) fn check_precision_debugger(cx: &mut Ctx, b: &Map, p: &str) {
+pub(super) fn check_precision_debugger(cx: &mut Reader, b: &Map, p: &str) {
     cx.check_keys(b, p, PRECISION_DEBUGGER_KEYS);
-    cx.string(b, "config_path", p);
-    cx.bool(b, "strict", p);
+    cx.str_in(b, "config_path", p);
+    cx.bool_in(b, "strict", p);
     for key in ["steps", "stages"] {
-        if let Some(v) = Ctx::get(b, key)
+        if let Some(v) = Reader::entry(b, key)
             && v.as_list().is_none()
         {
             cx.err(
@@ -23,7 +23,7 @@ pub(super) fn check_precision_debugger(cx: &mut Ctx, b: &Map, p: &str) {
                 format!(
                     "{} is {}, expected a list or null",
                     v.show(),
-                    values::kind(v)
+                    typed::kind(v)
                 ),
             );
         }
@@ -31,23 +31,23 @@ pub(super) fn check_precision_debugger(cx: &mut Ctx, b: &Map, p: &str) {
 }
 
 /// verl's `relocate_results`, `finish_hook_cmd`, `finish_hook_all_ranks`, `finish_hook_ranks`.
-pub(super) fn parse_hooks(cx: &mut Ctx, m: &Map, path: &str, world: u32) -> Hooks {
+pub(super) fn parse_hooks(cx: &mut Reader, m: &Map, path: &str, world: u32) -> Hooks {
     let cmd = match m.get("finish_hook_cmd") {
         None => None,
         Some(Node::Null) => Some(None),
-        Some(_) => cx.string(m, "finish_hook_cmd", path).map(Some),
+        Some(_) => cx.str_in(m, "finish_hook_cmd", path).map(Some),
     };
     Hooks {
-        relocate_results: cx.bool(m, "relocate_results", path),
+        relocate_results: cx.bool_in(m, "relocate_results", path),
         cmd,
-        all_ranks: cx.bool(m, "finish_hook_all_ranks", path),
+        all_ranks: cx.bool_in(m, "finish_hook_all_ranks", path),
         ranks: rank_list(cx, m, "finish_hook_ranks", path, world),
     }
 }
 
 /// A role's finish hook: its command and ranks (verl: `finish_hook_all_ranks`, else
-pub(super) fn pos_u32(cx: &mut Ctx, m: &Map, key: &str, path: &str) -> Option<u32> {
-    let v = cx.pos_int(m, key, path)?;
+pub(super) fn pos_u32(cx: &mut Reader, m: &Map, key: &str, path: &str) -> Option<u32> {
+    let v = cx.pos_int_in(m, key, path)?;
     match u32::try_from(v) {
         Ok(v) => Some(v),
         Err(_) => {
@@ -65,13 +65,13 @@ pub(super) fn pos_u32(cx: &mut Ctx, m: &Map, key: &str, path: &str) -> Option<u3
 
 /// A list of ranks below the world size (`ranks`, `finish_hook_ranks`).
 pub(super) fn rank_list(
-    cx: &mut Ctx,
+    cx: &mut Reader,
     m: &Map,
     key: &str,
     path: &str,
     world: u32,
 ) -> Option<Vec<u32>> {
-    let v = Ctx::get(m, key)?;
+    let v = Reader::entry(m, key)?;
     let p = format!("{path}.{key}");
     let Node::List(seq) = v else {
         cx.err(
@@ -79,7 +79,7 @@ pub(super) fn rank_list(
             format!(
                 "{} is {}, expected a list of ranks in 0..{} (e.g. [0]) or all_ranks: true",
                 v.show(),
-                values::kind(v),
+                typed::kind(v),
                 world.saturating_sub(1)
             ),
         );
@@ -88,7 +88,7 @@ pub(super) fn rank_list(
     let mut out = Vec::new();
     for (i, item) in seq.iter().enumerate() {
         let ip = format!("{p}[{i}]");
-        match values::as_int(item) {
+        match typed::as_int(item) {
             Some(r) if r >= 0 && r < world as i64 => out.push(r as u32),
             Some(r) if r >= 0 => cx.err(
                 &ip,
@@ -113,11 +113,11 @@ pub(super) fn rank_list(
 }
 
 /// Parses `m.schedule` (absent or null = none). `active` must be >= 1.
-pub(super) fn parse_schedule(cx: &mut Ctx, m: &Map, parent: &str) -> Option<Schedule> {
+pub(super) fn parse_schedule(cx: &mut Reader, m: &Map, parent: &str) -> Option<Schedule> {
     let p = format!("{parent}.schedule");
     let s = cx.map(m.get("schedule"), &p)?;
     cx.check_keys(s, &p, SCHEDULE_KEYS);
-    let mut field = |key: &str, dflt: u64| match cx.int(s, key, &p) {
+    let mut field = |key: &str, dflt: u64| match cx.int_in(s, key, &p) {
         Some(v) if v < 0 => {
             cx.err(
                 &format!("{p}.{key}"),

@@ -3,37 +3,41 @@
 //! Only `global_profiler` and each role's `profiler` block are checked for unknown keys; every
 //! other section of a verl document (`data`, `algorithm`, `trainer`, `actor_rollout_ref.model`,
 //! ...) belongs to the trainer and passes through. All problems are collected and returned
-//! together as [`ProfilerError::Config`].
+//! together as [`ConfigError::Invalid`]. [`schema`] lists the keys each profiler block takes (the
+//! override applier asks it too), [`describe`] renders a plan.
 
+pub(crate) mod describe;
 mod fields;
 mod global;
 mod raw;
 mod role;
 mod role_plan;
+pub(crate) mod schema;
+mod values;
 
 use self::global::{parse_global, world_size};
 use self::raw::RawRole;
 use self::role::{note_verl_difference, only_written, parse_role};
 use self::role_plan::{resolve, resolve_hooks};
-use crate::config::Written;
-use crate::config::tree::{Map, Node};
-use crate::config::values::{self, Ctx};
-use crate::error::ProfilerError;
-use crate::plan::{ProfilePlan, Role, Tool, VerlSettings};
+use crate::Written;
+use crate::error::ConfigError;
+use crate::tree::{Map, Node};
+use crate::typed::{self, Reader};
+use rlprof_profiler::plan::{ProfilePlan, Role, Tool, VerlSettings};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Validates the profiler sections of a merged document and resolves them into a plan;
 /// `written` says which keys the user wrote (rollout and ref follow the actor on the others).
-pub(super) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, ProfilerError> {
-    let mut cx = Ctx::default();
+pub(crate) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, ConfigError> {
+    let mut cx = Reader::new(doc);
     let mut verl = VerlSettings::default();
     let empty = Map::new();
     let root = match doc {
         Node::Null => &empty,
         Node::Map(m) => m,
         other => {
-            return Err(ProfilerError::Config(vec![format!(
+            return Err(ConfigError::Invalid(vec![format!(
                 "<document>: {} is not a mapping; expected a verl config with a global_profiler section",
                 other.show()
             )]));
@@ -175,8 +179,8 @@ pub(super) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, P
         );
     }
 
-    if !cx.errors.is_empty() {
-        return Err(ProfilerError::Config(cx.errors));
+    if !cx.is_clean() {
+        return Err(ConfigError::Invalid(cx.into_messages()));
     }
 
     for (role, rp) in &roles {
@@ -252,7 +256,7 @@ fn misspelt_sections(root: &Map) -> Vec<String> {
         .map(String::as_str)
         .filter(|k| !KNOWN_SECTIONS.contains(k))
         .filter_map(|k| {
-            values::suggest(k, PROFILER_SECTIONS).map(|s| {
+            typed::suggest(k, PROFILER_SECTIONS).map(|s| {
                 format!("{k}: not a section rlprof or verl reads (ignored); did you mean '{s}'?")
             })
         })

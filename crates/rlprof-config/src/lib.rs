@@ -1,4 +1,9 @@
-//! Configuration: verl-compatible YAML, Hydra-style overrides, validation -> plan.
+//! rlprof-config: verl-compatible configuration: YAML, Hydra-style composition and overrides,
+//! OmegaConf interpolation, typed reading and validation -> [`ProfilePlan`].
+//!
+//! The profiler crate (`rlprof-profiler`) records; it parses no config. This crate turns the
+//! user's YAML and overrides into the profiler's [`ProfilePlan`] and gives the trainer the same
+//! composed tree and the same typed, error-collecting [`typed::Reader`].
 //!
 //! Flow: [`compose_tree`] reads the selected YAML ([`yaml`]), composes its Hydra defaults list,
 //! applies Hydra's command-line overrides and resolves OmegaConf interpolations into one
@@ -18,29 +23,29 @@
 //! [`MAX_INTERPOLATED_BYTES`]. Every step stays within a 2 MiB thread stack at these limits.
 
 mod apply;
-mod build;
 mod compose;
-mod describe;
+pub mod error;
 mod grammar;
 mod merge;
+mod profile_plan;
 mod resolve;
-mod schema;
 pub mod tree;
-mod values;
+pub mod typed;
 pub mod yaml;
 
 use std::path::{Path, PathBuf};
 
-use crate::error::ProfilerError;
-use crate::plan::ProfilePlan;
+use rlprof_profiler::plan::ProfilePlan;
 
-pub use build::group_steps;
 pub use compose::{MAX_COMPOSED_NODES, MAX_DEFAULTS_FILES, MAX_PACKAGE_DEPTH, PKG_PATH_ENV};
+pub use error::ConfigError;
 pub use grammar::{MAX_KEY_SEGMENTS, MAX_VALUE_DEPTH};
+pub use profile_plan::group_steps;
 pub use resolve::{
     MAX_INTERPOLATED_BYTES, MAX_INTERPOLATION_DEPTH, MAX_RESOLVED_DEPTH, MAX_RESOLVED_NODES,
 };
 pub use tree::Node;
+pub use typed::{Issue, Reader};
 pub use yaml::{YamlError, parse as parse_yaml};
 
 /// Which config to compose: a file, or Hydra's `--config-path DIR --config-name NAME`.
@@ -73,7 +78,7 @@ pub fn compose_tree(
     sel: &Selection,
     builtin: Option<(&str, &str)>,
     overrides: &[String],
-) -> Result<Node, ProfilerError> {
+) -> Result<Node, ConfigError> {
     compose_config(sel, builtin, overrides).map(|c| c.tree)
 }
 
@@ -114,9 +119,9 @@ pub fn compose_config(
     sel: &Selection,
     builtin: Option<(&str, &str)>,
     overrides: &[String],
-) -> Result<Composed, ProfilerError> {
+) -> Result<Composed, ConfigError> {
     let (primary, origin, dir) =
-        primary_of(sel, builtin).map_err(|e| ProfilerError::Config(vec![e]))?;
+        primary_of(sel, builtin).map_err(|e| ConfigError::Invalid(vec![e]))?;
     let mut errors = Vec::new();
     let mut parsed = Vec::new();
     for text in overrides {
@@ -155,7 +160,7 @@ pub fn compose_config(
         Ok(r) => r,
         Err(mut e) => {
             errors.append(&mut e);
-            return Err(ProfilerError::Config(errors));
+            return Err(ConfigError::Invalid(errors));
         }
     };
     for o in &values {
@@ -172,9 +177,9 @@ pub fn compose_config(
         }
     }
     if !errors.is_empty() {
-        return Err(ProfilerError::Config(errors));
+        return Err(ConfigError::Invalid(errors));
     }
-    let tree = resolve::resolve_all(&root, &origin).map_err(ProfilerError::Config)?;
+    let tree = resolve::resolve_all(&root, &origin).map_err(ConfigError::Invalid)?;
     Ok(Composed {
         tree,
         written: Written(Some(written)),
@@ -236,7 +241,7 @@ fn primary_of(
 
 /// Reads the YAML file (None = empty document), composes its defaults list, applies Hydra
 /// overrides and resolves interpolations; returns the merged document.
-pub fn load_document(path: Option<&Path>, overrides: &[String]) -> Result<Node, ProfilerError> {
+pub fn load_document(path: Option<&Path>, overrides: &[String]) -> Result<Node, ConfigError> {
     let sel = Selection {
         file: path.map(Path::to_path_buf),
         ..Selection::default()
@@ -250,7 +255,7 @@ pub fn load_document_str(
     text: &str,
     origin: &str,
     overrides: &[String],
-) -> Result<Node, ProfilerError> {
+) -> Result<Node, ConfigError> {
     compose_tree(&Selection::default(), Some((text, origin)), overrides)
 }
 
@@ -268,25 +273,25 @@ pub fn show_yaml(tree: &Node) -> String {
 ///
 /// Rollout and ref follow the actor (keys they do not set take the actor's effective values);
 /// critic and reward_model are in the plan only when their section has a `profiler` block.
-/// All problems are returned together as [`ProfilerError::Config`]; non-fatal findings go to
+/// All problems are returned together as [`ConfigError::Invalid`]; non-fatal findings go to
 /// [`ProfilePlan::warnings`].
-pub fn build_plan(doc: &Node) -> Result<ProfilePlan, ProfilerError> {
-    build::build_plan(doc, &Written::everything())
+pub fn build_plan(doc: &Node) -> Result<ProfilePlan, ConfigError> {
+    profile_plan::build_plan(doc, &Written::everything())
 }
 
 /// [`build_plan`] for a composed config: rollout and ref follow the actor on every key the user
 /// did not write (verl's group files write them all), and the tool is inferred from the
 /// `tool_config` block the user wrote.
-pub fn build_plan_composed(doc: &Node, written: &Written) -> Result<ProfilePlan, ProfilerError> {
-    build::build_plan(doc, written)
+pub fn build_plan_composed(doc: &Node, written: &Written) -> Result<ProfilePlan, ConfigError> {
+    profile_plan::build_plan(doc, written)
 }
 
 /// The `rlprof config check --json` object.
 pub fn plan_json(plan: &ProfilePlan) -> serde_json::Value {
-    describe::plan_json(plan)
+    profile_plan::describe::plan_json(plan)
 }
 
 /// The plan in words, for `rlprof config check` and the start-up log (multi-line).
 pub fn describe(plan: &ProfilePlan) -> String {
-    describe::describe(plan)
+    profile_plan::describe::describe(plan)
 }

@@ -1,6 +1,6 @@
 //! The `nsys profile` command line a job re-launches itself with, and the capture-range count.
 
-use rlprof_profiler::config::{build_plan, load_document_str};
+use rlprof_config::{build_plan, load_document_str};
 use rlprof_profiler::nsys::{capture_leader, capture_ranges, profile_command};
 use rlprof_profiler::plan::RoleCall;
 use std::path::Path;

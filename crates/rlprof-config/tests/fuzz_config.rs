@@ -3,7 +3,7 @@
 //! with arbitrary values at the profiler's keys never panic the loader or the plan builder.
 
 use proptest::prelude::*;
-use rlprof_profiler::config::{build_plan, load_document_str};
+use rlprof_config::{build_plan, load_document_str};
 
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {

@@ -1,9 +1,7 @@
 //! Hydra-style overrides: set existing keys, add new ones, value parsing, errors.
 
-use rlprof_profiler::ProfilerError;
-use rlprof_profiler::config::{
-    Node, build_plan, load_document, load_document_str, parse_override_value,
-};
+use rlprof_config::ConfigError;
+use rlprof_config::{Node, build_plan, load_document, load_document_str, parse_override_value};
 use rlprof_profiler::plan::{Level, Role, Tool};
 
 const BASE: &str = "
@@ -24,14 +22,14 @@ trainer:
   n_gpus_per_node: 4
 ";
 
-fn load(ov: &[&str]) -> Result<Node, ProfilerError> {
+fn load(ov: &[&str]) -> Result<Node, ConfigError> {
     let ov: Vec<String> = ov.iter().map(|s| s.to_string()).collect();
     load_document_str(BASE, "base.yaml", &ov)
 }
 
 fn errors(ov: &[&str]) -> Vec<String> {
     match load(ov) {
-        Err(ProfilerError::Config(v)) => v,
+        Err(ConfigError::Invalid(v)) => v,
         other => panic!("expected override errors, got {other:?}"),
     }
 }

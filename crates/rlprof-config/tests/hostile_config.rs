@@ -6,11 +6,11 @@
 
 use std::path::Path;
 
-use rlprof_profiler::ProfilerError;
-use rlprof_profiler::config::{
-    self, MAX_COMPOSED_NODES, MAX_DEFAULTS_FILES, MAX_INTERPOLATED_BYTES, MAX_INTERPOLATION_DEPTH,
-    MAX_KEY_SEGMENTS, MAX_RESOLVED_DEPTH, MAX_RESOLVED_NODES, MAX_VALUE_DEPTH, Node, Selection,
-    build_plan, load_document, load_document_str,
+use rlprof_config::ConfigError;
+use rlprof_config::{
+    self as config, MAX_COMPOSED_NODES, MAX_DEFAULTS_FILES, MAX_INTERPOLATED_BYTES,
+    MAX_INTERPOLATION_DEPTH, MAX_KEY_SEGMENTS, MAX_RESOLVED_DEPTH, MAX_RESOLVED_NODES,
+    MAX_VALUE_DEPTH, Node, Selection, build_plan, load_document, load_document_str,
 };
 use rlprof_profiler::plan::Tool;
 
@@ -30,7 +30,7 @@ fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 /// The configuration errors of loading `text` (named `origin`) with `overrides`.
 fn text_errors(text: String, origin: &'static str, overrides: Vec<String>) -> String {
     on_small_stack(move || match load_document_str(&text, origin, &overrides) {
-        Err(ProfilerError::Config(v)) => v.join("\n"),
+        Err(ConfigError::Invalid(v)) => v.join("\n"),
         Err(other) => panic!("expected configuration errors, got {other}"),
         Ok(_) => panic!("the hostile config was accepted"),
     })
@@ -40,7 +40,7 @@ fn text_errors(text: String, origin: &'static str, overrides: Vec<String>) -> St
 fn file_errors(path: &Path, overrides: Vec<String>) -> String {
     let path = path.to_path_buf();
     on_small_stack(move || match load_document(Some(&path), &overrides) {
-        Err(ProfilerError::Config(v)) => v.join("\n"),
+        Err(ConfigError::Invalid(v)) => v.join("\n"),
         Err(other) => panic!("expected configuration errors, got {other}"),
         Ok(_) => panic!("the hostile config was accepted"),
     })

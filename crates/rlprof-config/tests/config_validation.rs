@@ -1,14 +1,14 @@
 //! Validation: every problem is reported with its YAML path, the bad value and the valid values.
 
-use rlprof_profiler::ProfilerError;
-use rlprof_profiler::config::{build_plan, load_document, load_document_str};
+use rlprof_config::ConfigError;
+use rlprof_config::{build_plan, load_document, load_document_str};
 
 /// The problems reported for `yaml` (panics if it is valid).
 fn problems(yaml: &str) -> Vec<String> {
     let doc = load_document_str(yaml, "test.yaml", &[]).expect("parses");
     match build_plan(&doc) {
         Ok(p) => panic!("expected errors, got plan {p:?}"),
-        Err(ProfilerError::Config(v)) => v,
+        Err(ConfigError::Invalid(v)) => v,
         Err(e) => panic!("unexpected error {e}"),
     }
 }
@@ -362,7 +362,7 @@ fn yaml_syntax_error_names_file_line_column() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.yaml");
     std::fs::write(&path, "global_profiler:\n  steps: [1, 2\n  tool: npu\n").unwrap();
-    let Err(ProfilerError::Config(v)) = load_document(Some(&path), &[]) else {
+    let Err(ConfigError::Invalid(v)) = load_document(Some(&path), &[]) else {
         panic!("expected a syntax error");
     };
     assert_eq!(v.len(), 1);
@@ -381,7 +381,7 @@ fn yaml_syntax_error_names_file_line_column() {
 #[test]
 fn missing_file_names_path() {
     let p = std::path::Path::new("/nonexistent/dir/ppo_trainer.yaml");
-    let Err(ProfilerError::Config(v)) = load_document(Some(p), &[]) else {
+    let Err(ConfigError::Invalid(v)) = load_document(Some(p), &[]) else {
         panic!("expected an error");
     };
     assert!(

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::plan::{
+use rlprof_profiler::plan::{
     Caps, Contents, IterKind, ProfilePlan, Role, RoleCall, RolePlan, Schedule, Tool,
 };
 
@@ -82,7 +82,7 @@ fn schedule_words(s: &Schedule) -> String {
 /// `step_groups`, `profile_continuous_steps`, `roles` (by role name: `enable`, `all_ranks`,
 /// `ranks`, `discrete`, `tool`, `level`, `contents`, `analysis`, `save_path`, torch fields,
 /// `caps`), `nsys`, `torch_memory`, `warnings`.
-pub(super) fn plan_json(plan: &ProfilePlan) -> Value {
+pub(crate) fn plan_json(plan: &ProfilePlan) -> Value {
     let roles: serde_json::Map<String, Value> = plan
         .roles
         .iter()
@@ -156,7 +156,7 @@ fn groups_words(groups: &[Vec<u64>]) -> String {
 /// The plan in words, for `rlprof config check` and the start-up log (multi-line, no trailing
 /// newline). First line: tool and why; second: steps and collections; then one line per role;
 /// then one `warning:` line per warning.
-pub(super) fn describe(plan: &ProfilePlan) -> String {
+pub(crate) fn describe(plan: &ProfilePlan) -> String {
     let mut lines = Vec::new();
     match plan.tool {
         Some(t) => lines.push(format!("tool {} ({})", t.as_str(), plan.tool_source)),

@@ -1,7 +1,7 @@
 //! The settings of `global_profiler` and of each role's `profiler` block after validation,
 //! before resolution into a plan (`None` = not set), and their inheritance.
 
-use crate::plan::{
+use rlprof_profiler::plan::{
     Caps, Content, ExportType, Granularity, Level, NsysOptions, Schedule, Tool, TorchMemoryOptions,
 };
 use std::collections::BTreeMap;

@@ -2,8 +2,8 @@
 //! `global_profiler` and the chosen tool), and of its verl finish hook.
 
 use super::raw::{Global, RawRole};
-use crate::config::values::Ctx;
-use crate::plan::{
+use crate::typed::Reader;
+use rlprof_profiler::plan::{
     Caps, Content, Contents, FinishHook, Level, Role, RolePlan, Tool, TorchMemoryOptions,
     VerlSettings,
 };
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// A role's finish hook: its command and ranks (verl: `finish_hook_all_ranks`, else
 /// `finish_hook_ranks`, else the profiled ranks).
 pub(super) fn resolve_hooks(
-    cx: &mut Ctx,
+    cx: &mut Reader,
     verl: &mut VerlSettings,
     role: Role,
     raw: &RawRole,

@@ -5,7 +5,7 @@
 //! exists (Hydra would accept it there). Keys outside this schema need `+`.
 
 /// Valid keys of `global_profiler`.
-pub(super) const GLOBAL_KEYS: &[&str] = &[
+pub(crate) const GLOBAL_KEYS: &[&str] = &[
     "_target_",
     "tool",
     "steps",
@@ -20,7 +20,7 @@ pub(super) const GLOBAL_KEYS: &[&str] = &[
     "finish_hook_ranks",
 ];
 /// Valid keys of `global_profiler.global_tool_config`.
-pub(super) const GLOBAL_TOOL_KEYS: &[&str] = &[
+pub(crate) const GLOBAL_TOOL_KEYS: &[&str] = &[
     "_target_",
     "nsys",
     "torch_memory",
@@ -29,7 +29,7 @@ pub(super) const GLOBAL_TOOL_KEYS: &[&str] = &[
 ];
 /// Valid keys of a `schedule` block (`torch.profiler.schedule` names; verl's
 /// `TorchProfilerScheduleConfig` adds `_target_` and `name`).
-pub(super) const SCHEDULE_KEYS: &[&str] = &[
+pub(crate) const SCHEDULE_KEYS: &[&str] = &[
     "_target_",
     "name",
     "skip_first",
@@ -39,7 +39,7 @@ pub(super) const SCHEDULE_KEYS: &[&str] = &[
     "repeat",
 ];
 /// Valid keys of a `precision_debugger` block (verl's `PrecisionDebuggerToolConfig`).
-pub(super) const PRECISION_DEBUGGER_KEYS: &[&str] = &[
+pub(crate) const PRECISION_DEBUGGER_KEYS: &[&str] = &[
     "_target_",
     "name",
     "config_path",
@@ -48,14 +48,14 @@ pub(super) const PRECISION_DEBUGGER_KEYS: &[&str] = &[
     "strict",
 ];
 /// Valid keys of `global_profiler.global_tool_config.nsys`.
-pub(super) const NSYS_GLOBAL_KEYS: &[&str] = &[
+pub(crate) const NSYS_GLOBAL_KEYS: &[&str] = &[
     "_target_",
     "discrete",
     "controller_nsight_options",
     "worker_nsight_options",
 ];
 /// Valid keys of a `torch_memory` block (global or per role); verl's `context`, `stacks`, `kw_args` are accepted and ignored.
-pub(super) const TORCH_MEMORY_KEYS: &[&str] = &[
+pub(crate) const TORCH_MEMORY_KEYS: &[&str] = &[
     "_target_",
     "trace_alloc_max_entries",
     "stack_depth",
@@ -66,7 +66,7 @@ pub(super) const TORCH_MEMORY_KEYS: &[&str] = &[
     "name",
 ];
 /// Valid keys of a role's `tool_config.torch_memory` (the global ones plus the schedule).
-pub(super) const ROLE_TORCH_MEMORY_KEYS: &[&str] = &[
+pub(crate) const ROLE_TORCH_MEMORY_KEYS: &[&str] = &[
     "_target_",
     "trace_alloc_max_entries",
     "stack_depth",
@@ -79,7 +79,7 @@ pub(super) const ROLE_TORCH_MEMORY_KEYS: &[&str] = &[
     "granularity",
 ];
 /// Valid keys of a role's `profiler` block.
-pub(super) const ROLE_KEYS: &[&str] = &[
+pub(crate) const ROLE_KEYS: &[&str] = &[
     "_target_",
     "tool",
     "enable",
@@ -96,7 +96,7 @@ pub(super) const ROLE_KEYS: &[&str] = &[
     "finish_hook_ranks",
 ];
 /// Valid keys of a role's `profiler.tool_config`.
-pub(super) const TOOL_CONFIG_KEYS: &[&str] = &[
+pub(crate) const TOOL_CONFIG_KEYS: &[&str] = &[
     "_target_",
     "nsys",
     "npu",
@@ -105,7 +105,7 @@ pub(super) const TOOL_CONFIG_KEYS: &[&str] = &[
     "precision_debugger",
 ];
 /// Valid keys of `tool_config.npu`.
-pub(super) const NPU_KEYS: &[&str] = &[
+pub(crate) const NPU_KEYS: &[&str] = &[
     "_target_",
     "level",
     "export_type",
@@ -119,7 +119,7 @@ pub(super) const NPU_KEYS: &[&str] = &[
     "name",
 ];
 /// Valid keys of `tool_config.torch`.
-pub(super) const TORCH_KEYS: &[&str] = &[
+pub(crate) const TORCH_KEYS: &[&str] = &[
     "_target_",
     "contents",
     "step_start",
@@ -132,11 +132,11 @@ pub(super) const TORCH_KEYS: &[&str] = &[
     "name",
 ];
 /// Valid keys of `tool_config.nsys`.
-pub(super) const NSYS_ROLE_KEYS: &[&str] = &["_target_", "discrete", "name"];
+pub(crate) const NSYS_ROLE_KEYS: &[&str] = &["_target_", "discrete", "name"];
 
 /// What a schema level allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Children {
+pub(crate) enum Children {
     /// Exactly these keys.
     Keys(&'static [&'static str]),
     /// Any key (pass-through option maps such as `worker_nsight_options`).
@@ -149,7 +149,7 @@ const ROOT_KEYS: &[&str] = &["global_profiler", "actor_rollout_ref", "trainer"];
 
 /// The schema children of the mapping at `path`, or `None` when the path is not governed by the
 /// profiler schema.
-pub(super) fn children(path: &[&str]) -> Option<Children> {
+pub(crate) fn children(path: &[&str]) -> Option<Children> {
     use Children::{Any, Keys};
     // Strip a role prefix down to its `profiler` block.
     let role_rest = match path {
@@ -205,7 +205,7 @@ pub(super) fn children(path: &[&str]) -> Option<Children> {
 }
 
 /// Whether `path` (a full key path) names a key of the profiler schema.
-pub(super) fn knows(path: &[&str]) -> bool {
+pub(crate) fn knows(path: &[&str]) -> bool {
     let Some((last, parent)) = path.split_last() else {
         return false;
     };
@@ -217,7 +217,7 @@ pub(super) fn knows(path: &[&str]) -> bool {
 }
 
 /// The schema keys under `parent` (empty when not governed), for suggestions.
-pub(super) fn keys_under(parent: &[&str]) -> &'static [&'static str] {
+pub(crate) fn keys_under(parent: &[&str]) -> &'static [&'static str] {
     match children(parent) {
         Some(Children::Keys(k)) => k,
         _ => &[],

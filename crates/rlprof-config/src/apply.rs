@@ -10,9 +10,9 @@
 
 use super::grammar::{Kind, Override};
 use super::merge::merge;
-use super::schema;
 use super::tree::{Map, Node};
-use super::values::suggest;
+use crate::profile_plan::schema;
+use crate::typed::suggest;
 
 /// Applies one value override to `doc`.
 pub(super) fn apply(doc: &mut Node, ov: &Override) -> Result<(), String> {

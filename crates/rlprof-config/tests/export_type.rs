@@ -1,8 +1,8 @@
 //! `tool_config.npu.export_type` (an rlprof extension): `db` by default as in verl 0.9.1,
 //! `text` when asked, inherited like the other npu keys, validated with the valid values named.
 
-use rlprof_profiler::ProfilerError;
-use rlprof_profiler::config::{build_plan, load_document_str};
+use rlprof_config::ConfigError;
+use rlprof_config::{build_plan, load_document_str};
 use rlprof_profiler::plan::{ExportType, ProfilePlan, Role};
 
 fn doc(actor_npu: &str) -> String {
@@ -11,7 +11,7 @@ fn doc(actor_npu: &str) -> String {
     )
 }
 
-fn plan(yaml: &str) -> Result<ProfilePlan, ProfilerError> {
+fn plan(yaml: &str) -> Result<ProfilePlan, ConfigError> {
     build_plan(&load_document_str(yaml, "test.yaml", &[]).expect("parses"))
 }
 
@@ -29,7 +29,7 @@ fn db_by_default_text_when_asked_and_inherited() {
 #[test]
 fn an_unknown_export_type_names_the_valid_ones() {
     match plan(&doc("{export_type: sqlite}")) {
-        Err(ProfilerError::Config(v)) => {
+        Err(ConfigError::Invalid(v)) => {
             assert_eq!(v.len(), 1, "{v:?}");
             assert!(
                 v[0].starts_with("actor_rollout_ref.actor.profiler.tool_config.npu.export_type:"),

@@ -5,20 +5,20 @@ use super::fields::{
     PRECISION_DEBUGGER, check_precision_debugger, parse_hooks, parse_schedule, pos_u32,
 };
 use super::raw::{Global, Hooks};
-use crate::config::schema::{GLOBAL_KEYS, GLOBAL_TOOL_KEYS, NSYS_GLOBAL_KEYS, TORCH_MEMORY_KEYS};
-use crate::config::tree::{Map, Node};
-use crate::config::values::{self, Ctx};
-use crate::plan::{Caps, NsysOptions, TorchMemoryOptions};
+use super::schema::{GLOBAL_KEYS, GLOBAL_TOOL_KEYS, NSYS_GLOBAL_KEYS, TORCH_MEMORY_KEYS};
+use crate::tree::{Map, Node};
+use crate::typed::{self, Reader};
+use rlprof_profiler::plan::{Caps, NsysOptions, TorchMemoryOptions};
 use std::collections::BTreeMap;
 
-pub(super) fn world_size(cx: &mut Ctx, root: &Map) -> u32 {
+pub(super) fn world_size(cx: &mut Reader, root: &Map) -> u32 {
     let Some(trainer) = cx.map(root.get("trainer"), "trainer") else {
         return 1;
     };
     let mut read = |key: &str| -> u32 {
-        match Ctx::get(trainer, key) {
+        match Reader::entry(trainer, key) {
             None => 1,
-            Some(v) => match values::as_int(v) {
+            Some(v) => match typed::as_int(v) {
                 Some(i) if i > 0 && i <= u32::MAX as i64 => i as u32,
                 _ => {
                     cx.err(
@@ -35,7 +35,7 @@ pub(super) fn world_size(cx: &mut Ctx, root: &Map) -> u32 {
     n.saturating_mul(g)
 }
 
-pub(super) fn parse_global(cx: &mut Ctx, root: &Map, world: u32) -> Global {
+pub(super) fn parse_global(cx: &mut Reader, root: &Map, world: u32) -> Global {
     let mut g = Global {
         tool: None,
         tool_given: false,
@@ -61,10 +61,12 @@ pub(super) fn parse_global(cx: &mut Ctx, root: &Map, world: u32) -> Global {
         cx.tool(m, "tool", p)
     };
     g.hooks = parse_hooks(cx, m, p, world);
-    g.tool_given = Ctx::get(m, "tool").is_some();
+    g.tool_given = Reader::entry(m, "tool").is_some();
     g.steps = parse_steps(cx, m.get("steps"));
-    g.continuous = cx.bool(m, "profile_continuous_steps", p).unwrap_or(false);
-    if let Some(s) = cx.string(m, "save_path", p) {
+    g.continuous = cx
+        .bool_in(m, "profile_continuous_steps", p)
+        .unwrap_or(false);
+    if let Some(s) = cx.str_in(m, "save_path", p) {
         if s.trim().is_empty() {
             cx.err(
                 "global_profiler.save_path",
@@ -73,10 +75,10 @@ pub(super) fn parse_global(cx: &mut Ctx, root: &Map, world: u32) -> Global {
         }
         g.save_path = s;
     }
-    if let Some(c) = cx.cap(m, "max_events", p) {
+    if let Some(c) = cx.cap_in(m, "max_events", p) {
         g.caps.max_events = c;
     }
-    if let Some(c) = cx.cap(m, "max_bytes", p) {
+    if let Some(c) = cx.cap_in(m, "max_bytes", p) {
         g.caps.max_bytes = c;
     }
     let gp = "global_profiler.global_tool_config";
@@ -86,7 +88,7 @@ pub(super) fn parse_global(cx: &mut Ctx, root: &Map, world: u32) -> Global {
         let np = format!("{gp}.nsys");
         if let Some(n) = cx.map(gtc.get("nsys"), &np) {
             cx.check_keys(n, &np, NSYS_GLOBAL_KEYS);
-            if let Some(d) = cx.bool(n, "discrete", &np) {
+            if let Some(d) = cx.bool_in(n, "discrete", &np) {
                 g.nsys.discrete = d;
             }
             for (key, target) in [
@@ -107,13 +109,13 @@ pub(super) fn parse_global(cx: &mut Ctx, root: &Map, world: u32) -> Global {
         let tp = format!("{gp}.torch_memory");
         if let Some(t) = cx.map(gtc.get("torch_memory"), &tp) {
             cx.check_keys(t, &tp, TORCH_MEMORY_KEYS);
-            if let Some(e) = cx.pos_int(t, "trace_alloc_max_entries", &tp) {
+            if let Some(e) = cx.pos_int_in(t, "trace_alloc_max_entries", &tp) {
                 g.torch_memory.trace_alloc_max_entries = e;
             }
             if let Some(d) = pos_u32(cx, t, "stack_depth", &tp) {
                 g.torch_memory.stack_depth = d;
             }
-            cx.pos_int(t, "memory_snapshot_num_steps", &tp);
+            cx.pos_int_in(t, "memory_snapshot_num_steps", &tp);
         }
         let pp = format!("{gp}.precision_debugger");
         if let Some(b) = cx.map(gtc.get("precision_debugger"), &pp) {
@@ -140,15 +142,15 @@ fn default_nsys() -> NsysOptions {
     }
 }
 
-fn parse_steps(cx: &mut Ctx, v: Option<&Node>) -> Vec<u64> {
+fn parse_steps(cx: &mut Reader, v: Option<&Node>) -> Vec<u64> {
     let p = "global_profiler.steps";
     let v = match v {
         None | Some(Node::Null) => return vec![],
-        Some(v) if values::is_interp(v) => return vec![],
+        Some(v) if typed::is_interp(v) => return vec![],
         Some(v) => v,
     };
     let Node::List(seq) = v else {
-        let example = match values::as_int(v) {
+        let example = match typed::as_int(v) {
             Some(i) => format!("[{i}]"),
             None => "[1, 2, 5]".to_string(),
         };
@@ -157,7 +159,7 @@ fn parse_steps(cx: &mut Ctx, v: Option<&Node>) -> Vec<u64> {
             format!(
                 "{} is {}, but steps must be a list of 1-based step numbers or null; write steps: {example} (on the command line: global_profiler.steps={})",
                 v.show(),
-                values::kind(v),
+                typed::kind(v),
                 example.replace(' ', "")
             ),
         );
@@ -165,7 +167,7 @@ fn parse_steps(cx: &mut Ctx, v: Option<&Node>) -> Vec<u64> {
     };
     let mut out = Vec::new();
     for (i, item) in seq.iter().enumerate() {
-        match values::as_int(item) {
+        match typed::as_int(item) {
             Some(s) if s >= 1 => out.push(s as u64),
             _ => cx.err(
                 &format!("{p}[{i}]"),

@@ -1,6 +1,6 @@
 //! Plan building: the user document's examples, verl files, inheritance, ranks, step groups.
 
-use rlprof_profiler::config::{build_plan, describe, load_document, load_document_str, plan_json};
+use rlprof_config::{build_plan, describe, load_document, load_document_str, plan_json};
 use rlprof_profiler::plan::{Content, Contents, Level, ProfilePlan, Role, Tool};
 
 fn plan(yaml: &str) -> ProfilePlan {

@@ -6,16 +6,16 @@ use super::fields::{
     PRECISION_DEBUGGER, check_precision_debugger, parse_hooks, parse_schedule, pos_u32, rank_list,
 };
 use super::raw::RawRole;
-use crate::config::Written;
-use crate::config::schema::{
+use super::schema::{
     NPU_KEYS, NSYS_ROLE_KEYS, ROLE_KEYS, ROLE_TORCH_MEMORY_KEYS, SCHEDULE_KEYS, TOOL_CONFIG_KEYS,
     TORCH_KEYS,
 };
-use crate::config::tree::{Map, Node};
-use crate::config::values::{self, Ctx};
-use crate::plan::{Granularity, Role, Schedule, Tool, VerlSettings};
+use crate::Written;
+use crate::tree::{Map, Node};
+use crate::typed::{self, Reader};
+use rlprof_profiler::plan::{Granularity, Role, Schedule, Tool, VerlSettings};
 
-fn parse_ranks(cx: &mut Ctx, m: &Map, path: &str, world: u32) -> Option<Vec<u32>> {
+fn parse_ranks(cx: &mut Reader, m: &Map, path: &str, world: u32) -> Option<Vec<u32>> {
     rank_list(cx, m, "ranks", path, world)
 }
 
@@ -26,7 +26,7 @@ fn block_written(m: &Map, path: &str, written: &Written) -> bool {
         let key = k.as_str();
         !matches!(key, "_target_" | "name")
             && !v.is_null()
-            && !values::is_interp(v)
+            && !typed::is_interp(v)
             && written.touches(&format!("{path}.{key}"))
     })
 }
@@ -71,7 +71,7 @@ pub(super) fn note_verl_difference(verl: &mut VerlSettings, role: Role, all: &Ma
 }
 
 pub(super) fn parse_role(
-    cx: &mut Ctx,
+    cx: &mut Reader,
     m: &Map,
     path: &str,
     world: u32,
@@ -85,12 +85,12 @@ pub(super) fn parse_role(
         } else {
             cx.tool(m, "tool", path)
         },
-        enable: cx.bool(m, "enable", path),
-        all_ranks: cx.bool(m, "all_ranks", path),
+        enable: cx.bool_in(m, "enable", path),
+        all_ranks: cx.bool_in(m, "all_ranks", path),
         ranks: parse_ranks(cx, m, path, world),
-        save_path: cx.string(m, "save_path", path),
-        max_events: cx.cap(m, "max_events", path),
-        max_bytes: cx.cap(m, "max_bytes", path),
+        save_path: cx.str_in(m, "save_path", path),
+        max_events: cx.cap_in(m, "max_events", path),
+        max_bytes: cx.cap_in(m, "max_bytes", path),
         hooks: parse_hooks(cx, m, path, world),
         ..RawRole::default()
     };
@@ -119,8 +119,8 @@ pub(super) fn parse_role(
         r.npu_level = cx.level(b, "level", &p);
         r.npu_export_type = cx.export_type(b, "export_type", &p);
         r.npu_contents = cx.contents(b, "contents", &p, Tool::Npu);
-        r.npu_analysis = cx.bool(b, "analysis", &p);
-        r.npu_discrete = cx.bool(b, "discrete", &p);
+        r.npu_analysis = cx.bool_in(b, "analysis", &p);
+        r.npu_discrete = cx.bool_in(b, "discrete", &p);
         read_schedule(cx, b, &p, Tool::Npu, &mut r);
         token_window(cx, b, &p, Tool::Npu, &mut r);
         if block_written(b, &p, written) {
@@ -131,9 +131,9 @@ pub(super) fn parse_role(
     if let Some(b) = cx.map(tc.get("torch"), &p) {
         cx.check_keys(b, &p, TORCH_KEYS);
         r.torch_contents = cx.contents(b, "contents", &p, Tool::Torch);
-        r.torch_step_start = cx.int(b, "step_start", &p);
-        r.torch_step_end = cx.int(b, "step_end", &p);
-        r.torch_discrete = cx.bool(b, "discrete", &p);
+        r.torch_step_start = cx.int_in(b, "step_start", &p);
+        r.torch_step_end = cx.int_in(b, "step_end", &p);
+        r.torch_discrete = cx.bool_in(b, "discrete", &p);
         torch_schedule(cx, b, &p, &mut r);
         token_window(cx, b, &p, Tool::Torch, &mut r);
         if block_written(b, &p, written) {
@@ -143,7 +143,7 @@ pub(super) fn parse_role(
     let p = format!("{tp}.nsys");
     if let Some(b) = cx.map(tc.get("nsys"), &p) {
         cx.check_keys(b, &p, NSYS_ROLE_KEYS);
-        r.nsys_discrete = cx.bool(b, "discrete", &p);
+        r.nsys_discrete = cx.bool_in(b, "discrete", &p);
         if block_written(b, &p, written) {
             r.written.push((Tool::Nsys, p.clone()));
         }
@@ -152,9 +152,9 @@ pub(super) fn parse_role(
     if let Some(b) = cx.map(tc.get("torch_memory"), &p) {
         cx.check_keys(b, &p, ROLE_TORCH_MEMORY_KEYS);
         read_schedule(cx, b, &p, Tool::TorchMemory, &mut r);
-        r.tm_entries = cx.pos_int(b, "trace_alloc_max_entries", &p);
+        r.tm_entries = cx.pos_int_in(b, "trace_alloc_max_entries", &p);
         r.tm_depth = pos_u32(cx, b, "stack_depth", &p);
-        cx.pos_int(b, "memory_snapshot_num_steps", &p);
+        cx.pos_int_in(b, "memory_snapshot_num_steps", &p);
         if block_written(b, &p, written) {
             r.written.push((Tool::TorchMemory, p.clone()));
         }
@@ -168,8 +168,8 @@ pub(super) fn parse_role(
 
 /// verl's `profile_token_start` / `profile_token_end`: the rollout decode steps (response-token
 /// indices, end exclusive) to collect, as a schedule over the role's decode steps.
-fn token_window(cx: &mut Ctx, b: &Map, path: &str, tool: Tool, r: &mut RawRole) {
-    let mut read = |key: &str| match cx.int(b, key, path) {
+fn token_window(cx: &mut Reader, b: &Map, path: &str, tool: Tool, r: &mut RawRole) {
+    let mut read = |key: &str| match cx.int_in(b, key, path) {
         Some(v) if v < 0 => {
             cx.err(
                 &format!("{path}.{key}"),
@@ -211,14 +211,14 @@ fn token_window(cx: &mut Ctx, b: &Map, path: &str, tool: Tool, r: &mut RawRole) 
 /// verl's `tool_config.torch.schedule`: `active <= 0` = off; counts update mini-batches; in
 /// end-to-end mode (`discrete: false`) only `active` counts (skip_first, wait, warmup and
 /// repeat are ignored, as verl ignores them).
-fn torch_schedule(cx: &mut Ctx, b: &Map, path: &str, r: &mut RawRole) {
+fn torch_schedule(cx: &mut Reader, b: &Map, path: &str, r: &mut RawRole) {
     let p = format!("{path}.schedule");
     let Some(s) = cx.map(b.get("schedule"), &p) else {
         read_granularity(cx, b, path, Tool::Torch, r);
         return;
     };
     cx.check_keys(s, &p, SCHEDULE_KEYS);
-    let mut field = |key: &str| match cx.int(s, key, &p) {
+    let mut field = |key: &str| match cx.int_in(s, key, &p) {
         Some(v) if v < 0 && key != "active" => {
             cx.err(
                 &format!("{p}.{key}"),
@@ -265,15 +265,15 @@ fn torch_schedule(cx: &mut Ctx, b: &Map, path: &str, r: &mut RawRole) {
 }
 
 /// Reads `schedule` / `granularity` of one tool block into `r`.
-fn read_schedule(cx: &mut Ctx, b: &Map, path: &str, tool: Tool, r: &mut RawRole) {
+fn read_schedule(cx: &mut Reader, b: &Map, path: &str, tool: Tool, r: &mut RawRole) {
     if let Some(s) = parse_schedule(cx, b, path) {
         r.schedules.insert(tool, s);
     }
     read_granularity(cx, b, path, tool, r);
 }
 
-fn read_granularity(cx: &mut Ctx, b: &Map, path: &str, tool: Tool, r: &mut RawRole) {
-    if let Some(g) = cx.string(b, "granularity", path) {
+fn read_granularity(cx: &mut Reader, b: &Map, path: &str, tool: Tool, r: &mut RawRole) {
+    if let Some(g) = cx.str_in(b, "granularity", path) {
         match g.as_str() {
             "micro_batch" => {
                 r.granularity.insert(tool, Granularity::MicroBatch);
