@@ -4,8 +4,9 @@
 //! `cargo bench -p rlprof-profiler --bench scope_cost` prints a Markdown table for BENCHMARKS.md.
 
 use rlprof_profiler::plan::*;
-use rlprof_testkit::PlanBuilder;
 use rlprof_profiler::{Profiler, name, op};
+use rlprof_testkit::PlanBuilder;
+use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Instant;
 use tracing_subscriber::prelude::*;

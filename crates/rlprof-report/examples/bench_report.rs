@@ -3,8 +3,8 @@
 //! the profiler API into a temporary save_path, then times loading, summarising and rendering.
 
 use rlprof_profiler::plan::*;
-use rlprof_testkit::PlanBuilder;
 use rlprof_profiler::{NameId, Profiler, kernel, name, now, op, phase};
+use rlprof_testkit::PlanBuilder;
 use std::time::Instant;
 
 fn plan(save: &std::path::Path) -> ProfilePlan {

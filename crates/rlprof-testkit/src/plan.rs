@@ -2,7 +2,7 @@
 
 use rlprof_profiler::plan::{
     Caps, Content, ExportType, Granularity, Level, NsysOptions, ProfilePlan, Role, RolePlan,
-    Schedule, TorchMemoryOptions, Tool,
+    Schedule, Tool, TorchMemoryOptions,
 };
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -37,7 +37,6 @@ pub fn raw_meta(rank: u32) -> CollectionMeta {
 /// chunk and a first calibration at [`T0`], the test adds strings and records (or any chunk
 /// through [`RawFileBuilder::writer`]), and [`RawFileBuilder::end`] closes it as a clean
 /// collection does. A file never ended reads as a killed collection.
-#[derive(Debug)]
 pub struct RawFileBuilder {
     w: RawWriter,
 }
@@ -52,8 +51,8 @@ const RECORD_BYTES: u64 = 24;
 impl RawFileBuilder {
     /// Creates `path` and writes `meta` and the first calibration point ([`T0`]).
     pub fn create(path: &Path, meta: &CollectionMeta) -> RawFileBuilder {
-        let mut w = RawWriter::create(path)
-            .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+        let mut w =
+            RawWriter::create(path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
         w.write_meta(meta).unwrap();
         w.write_calibration(calibration(T0)).unwrap();
         RawFileBuilder { w }
