@@ -5,6 +5,7 @@
 
 use rlprof_profiler::plan::*;
 use rlprof_profiler::{Profiler, name, op};
+use rlprof_testkit::PlanBuilder;
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Instant;
@@ -14,43 +15,13 @@ const PER_ROUND: u64 = 200_000;
 const ROUNDS: usize = 21;
 
 fn plan(save: &std::path::Path) -> ProfilePlan {
-    let role = RolePlan {
-        enable: true,
-        all_ranks: true,
-        ranks: vec![0],
-        tool: Tool::Npu,
-        level: Level::Level0,
-        export_type: Default::default(),
-        contents: [Content::Npu, Content::Cpu].into_iter().collect(),
-        analysis: false,
-        discrete: false,
-        save_path: save.to_path_buf(),
-        torch_step_start: 0,
-        torch_step_end: -1,
-        torch_memory: TorchMemoryOptions::default(),
-        caps: Caps {
-            max_events: None,
-            max_bytes: None,
-        },
-        schedule: None,
-        granularity: Default::default(),
-    };
-    let mut roles = BTreeMap::new();
-    roles.insert(Role::Actor, role);
-    ProfilePlan {
-        tool: Some(Tool::Npu),
-        tool_source: "bench".into(),
-        steps: (1..=ROUNDS as u64).collect(),
-        profile_continuous_steps: false,
-        save_path: save.to_path_buf(),
-        world_size: 1,
-        step_groups: (1..=ROUNDS as u64).map(|s| vec![s]).collect(),
-        roles,
-        nsys: NsysOptions::default(),
-        torch_memory: TorchMemoryOptions::default(),
-        warnings: vec![],
-        verl: Default::default(),
-    }
+    PlanBuilder::new(save)
+        .all_ranks(true)
+        .uncapped()
+        .roles(&[Role::Actor])
+        .steps(&(1..=ROUNDS as u64).collect::<Vec<_>>())
+        .tool_source("bench")
+        .build()
 }
 
 fn time_ns(f: &mut dyn FnMut(u64)) -> f64 {

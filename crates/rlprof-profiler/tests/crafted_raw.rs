@@ -3,33 +3,12 @@
 //! names whose rank is not a rank. Each is warned about with the file and the byte offset, or
 //! refused with an error naming the file.
 
-use rlprof_profiler::clock::Calibration;
 use rlprof_profiler::raw::{
     CollectionMeta, Event, RankFile, RawIndex, RawWarning, RawWriter, WarningKind, rank_file,
 };
 use rlprof_profiler::record::{Kind, RangeCat, Record};
+use rlprof_testkit::{RawFileBuilder, T0, raw_meta};
 use std::path::{Path, PathBuf};
-
-const T0: u64 = 5_000_000_000;
-
-fn meta(rank: u32) -> CollectionMeta {
-    CollectionMeta {
-        rank,
-        steps: vec![1],
-        start_wall_ns: 1_700_000_000_000_000_000,
-        start_mono_ns: T0,
-        ns_per_tick: Some(1.0),
-        ..CollectionMeta::default()
-    }
-}
-
-fn cal(ticks: u64) -> Calibration {
-    Calibration {
-        ticks,
-        mono_ns: ticks,
-        wall_ns: ticks - T0 + 1_700_000_000_000_000_000,
-    }
-}
 
 fn range(ts: u64, name: u32, cat: u8) -> Record {
     Record::new(ts, ts + 100, name, Kind::Range, cat, 0)
@@ -46,12 +25,9 @@ impl File {
     fn new(name: &str, meta: &CollectionMeta, body: impl FnOnce(&mut RawWriter)) -> File {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(name);
-        let mut w = RawWriter::create(&path).unwrap();
-        w.write_meta(meta).unwrap();
-        w.write_calibration(cal(T0)).unwrap();
-        body(&mut w);
-        w.write_calibration(cal(T0 + 2_000_000_000)).unwrap();
-        w.write_end(0, 0).unwrap();
+        let mut f = RawFileBuilder::create(&path, meta);
+        body(f.writer());
+        f.end(0);
         File { _dir: dir, path }
     }
 }
@@ -83,7 +59,7 @@ fn warnings(idx: &RawIndex) -> Vec<&RawWarning> {
 #[test]
 fn a_range_of_unknown_category_is_warned_about_and_kept_as_a_user_range() {
     let mut at = 0;
-    let f = File::new("rank_0.rlraw", &meta(0), |w| {
+    let f = File::new("rank_0.rlraw", &raw_meta(0), |w| {
         w.write_strings([(1, "ProfilerStep#1"), (2, "generate_sequences")])
             .unwrap();
         at = next_records(w);
@@ -122,7 +98,7 @@ fn a_range_of_unknown_category_is_warned_about_and_kept_as_a_user_range() {
 #[test]
 fn string_ids_missing_from_the_strings_table_are_warned_about() {
     let mut at = 0;
-    let f = File::new("rank_0.rlraw", &meta(0), |w| {
+    let f = File::new("rank_0.rlraw", &raw_meta(0), |w| {
         w.write_strings([(1, "ProfilerStep#1"), (2, "aten::mm")])
             .unwrap();
         at = next_records(w);
@@ -159,7 +135,7 @@ fn string_ids_missing_from_the_strings_table_are_warned_about() {
 #[test]
 fn a_string_id_defined_twice_keeps_its_first_string_and_is_warned_about() {
     let mut at = 0;
-    let f = File::new("rank_0.rlraw", &meta(0), |w| {
+    let f = File::new("rank_0.rlraw", &raw_meta(0), |w| {
         w.write_strings([(1, "first"), (2, "two")]).unwrap();
         // The second chunk's second entry redefines id 1: it starts after the chunk header and
         // the first entry (id, length, 3 bytes).
@@ -184,7 +160,7 @@ fn a_string_id_defined_twice_keeps_its_first_string_and_is_warned_about() {
 
 #[test]
 fn huge_string_ids_are_read_without_a_huge_table() {
-    let f = File::new("rank_0.rlraw", &meta(0), |w| {
+    let f = File::new("rank_0.rlraw", &raw_meta(0), |w| {
         w.write_strings([(0xffff_fff0, "far"), (u32::MAX, "last")])
             .unwrap();
         w.write_records(0, &[range(T0 + 10, u32::MAX, RangeCat::User as u8)])
@@ -206,7 +182,7 @@ fn file_name_ranks_that_are_not_ranks_are_refused() {
         ("rank_x.rlraw", "not a number"),
         ("rank_01.rlraw", "leading zeros"),
     ] {
-        let f = File::new(name, &meta(0), |w| {
+        let f = File::new(name, &raw_meta(0), |w| {
             w.write_strings([(1, "r")]).unwrap();
             w.write_records(0, &[range(T0 + 10, 1, RangeCat::User as u8)])
                 .unwrap();
@@ -222,12 +198,12 @@ fn file_name_ranks_that_are_not_ranks_are_refused() {
 
 #[test]
 fn the_largest_rank_and_names_that_are_not_rank_files_are_read() {
-    let f = File::new("rank_4294967295.rlraw", &meta(u32::MAX), |_| {});
+    let f = File::new("rank_4294967295.rlraw", &raw_meta(u32::MAX), |_| {});
     let (idx, _) = decode(&f.path).unwrap();
     assert_eq!(idx.meta.rank, u32::MAX);
     assert!(warnings(&idx).is_empty());
     // A file given by another name (`rlprof report some.rlraw`) keeps its Meta rank.
-    let f = File::new("copy.rlraw", &meta(9), |_| {});
+    let f = File::new("copy.rlraw", &raw_meta(9), |_| {});
     let (idx, _) = decode(&f.path).unwrap();
     assert_eq!(idx.meta.rank, 9);
 }

@@ -1,29 +1,17 @@
 //! Raw files with valid checksums but impossible contents: each case gives one warning naming
 //! the file and the byte offset, and the decoder drops or clamps the data.
 
-use rlprof_profiler::clock::Calibration;
 use rlprof_profiler::plan::Tool;
 use rlprof_profiler::raw::{CollectionMeta, Event, RawIndex, RawWarning, RawWriter, WarningKind};
 use rlprof_profiler::record::{Kind, RangeCat, Record};
+use rlprof_testkit::{RawFileBuilder, T0, raw_meta};
 use std::path::{Path, PathBuf};
 
-const T0: u64 = 5_000_000_000;
-
+/// A crafted collection's metadata without plan steps.
 fn meta(rank: u32) -> CollectionMeta {
     CollectionMeta {
-        rank,
-        start_wall_ns: 1_700_000_000_000_000_000,
-        start_mono_ns: T0,
-        ns_per_tick: Some(1.0),
-        ..CollectionMeta::default()
-    }
-}
-
-fn cal(ticks: u64) -> Calibration {
-    Calibration {
-        ticks,
-        mono_ns: ticks,
-        wall_ns: ticks - T0 + 1_700_000_000_000_000_000,
+        steps: vec![],
+        ..raw_meta(rank)
     }
 }
 
@@ -31,47 +19,37 @@ fn range(ts: u64, a: u64) -> Record {
     Record::new(ts, a, 1, Kind::Range, RangeCat::Phase as u8, 0)
 }
 
-/// A collection file `rank_0.rlraw` (rate 1 ns per tick, clock window T0-1s..T0+3s) whose
-/// records are `recs`; returns the file and the byte offset of each record.
+/// A collection file (rate 1 ns per tick, clock window T0-1s..T0+3s once closed) in a
+/// temporary directory, with the strings `phase` and `kernel`.
 struct Crafted {
     _dir: tempfile::TempDir,
-    w: Option<RawWriter>,
+    f: RawFileBuilder,
 }
 
 impl Crafted {
     fn new(name: &str, meta: &CollectionMeta) -> Crafted {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = RawWriter::create(&dir.path().join(name)).unwrap();
-        w.write_meta(meta).unwrap();
-        w.write_strings([(1, "phase"), (2, "kernel")]).unwrap();
-        w.write_calibration(cal(T0)).unwrap();
-        Crafted {
-            _dir: dir,
-            w: Some(w),
-        }
+        let mut f = RawFileBuilder::create(&dir.path().join(name), meta);
+        f.strings(&[(1, "phase"), (2, "kernel")]);
+        Crafted { _dir: dir, f }
     }
 
     fn w(&mut self) -> &mut RawWriter {
-        self.w.as_mut().unwrap()
+        self.f.writer()
     }
 
     /// Writes one Records chunk; the byte offsets of its records.
     fn records(&mut self, recs: &[Record]) -> Vec<u64> {
-        let at = self.w().bytes_written();
-        self.w().write_records(0, recs).unwrap();
-        (0..recs.len() as u64)
-            .map(|i| at + 16 + 8 + 24 * i)
-            .collect()
+        self.f.records(0, recs)
     }
 
     /// Closes the collection cleanly (second calibration, End).
     fn close(&mut self) {
-        self.w().write_calibration(cal(T0 + 2_000_000_000)).unwrap();
-        self.w().write_end(0, 0).unwrap();
+        self.f.end(0);
     }
 
     fn path(&self) -> PathBuf {
-        self.w.as_ref().unwrap().path().to_path_buf()
+        self.f.path().to_path_buf()
     }
 
     fn decode(&self) -> (RawIndex, Vec<Event>) {

@@ -4,50 +4,14 @@
 
 use rlprof_profiler::plan::*;
 use rlprof_profiler::{NameId, Profiler, kernel, name, now, op, phase};
-use std::collections::BTreeMap;
+use rlprof_testkit::PlanBuilder;
 use std::time::Instant;
 
 fn plan(save: &std::path::Path) -> ProfilePlan {
-    let caps = Caps {
-        max_events: None,
-        max_bytes: None,
-    };
-    let role = RolePlan {
-        enable: true,
-        all_ranks: false,
-        ranks: vec![0],
-        tool: Tool::Npu,
-        level: Level::Level0,
-        export_type: Default::default(),
-        contents: [Content::Npu, Content::Cpu].into_iter().collect(),
-        analysis: false,
-        discrete: false,
-        save_path: save.to_path_buf(),
-        torch_step_start: 0,
-        torch_step_end: -1,
-        torch_memory: TorchMemoryOptions::default(),
-        caps,
-        schedule: None,
-        granularity: Default::default(),
-    };
-    let mut roles = BTreeMap::new();
-    for r in [Role::Actor, Role::Rollout, Role::Ref] {
-        roles.insert(r, role.clone());
-    }
-    ProfilePlan {
-        tool: Some(Tool::Npu),
-        tool_source: "bench".into(),
-        steps: vec![1],
-        profile_continuous_steps: false,
-        save_path: save.to_path_buf(),
-        world_size: 1,
-        step_groups: vec![vec![1]],
-        roles,
-        nsys: NsysOptions::default(),
-        torch_memory: TorchMemoryOptions::default(),
-        warnings: vec![],
-        verl: Default::default(),
-    }
+    PlanBuilder::new(save)
+        .uncapped()
+        .tool_source("bench")
+        .build()
 }
 
 fn main() {

@@ -1,35 +1,16 @@
 //! Crafted raw files through `rlprof report` and `rlprof analyse`: both agree on which files of
 //! a collection are rank files, refuse the same ones, and pass the decoder's warnings on.
 
-use rlprof_profiler::clock::Calibration;
-use rlprof_profiler::raw::{CollectionMeta, RawWriter};
 use rlprof_profiler::record::{Kind, RangeCat, Record};
+use rlprof_testkit::{RawFileBuilder, T0, raw_meta};
 use std::path::{Path, PathBuf};
-
-const T0: u64 = 5_000_000_000;
 
 /// Writes a clean raw file (rank `rank`, plan steps `[1]`) holding `recs` on thread 0.
 fn write(path: &Path, rank: u32, strings: &[(u32, &str)], recs: &[Record]) {
-    let cal = |ticks: u64| Calibration {
-        ticks,
-        mono_ns: ticks,
-        wall_ns: ticks - T0 + 1_700_000_000_000_000_000,
-    };
-    let meta = CollectionMeta {
-        rank,
-        steps: vec![1],
-        start_wall_ns: 1_700_000_000_000_000_000,
-        start_mono_ns: T0,
-        ns_per_tick: Some(1.0),
-        ..CollectionMeta::default()
-    };
-    let mut w = RawWriter::create(path).unwrap();
-    w.write_meta(&meta).unwrap();
-    w.write_calibration(cal(T0)).unwrap();
-    w.write_strings(strings.iter().copied()).unwrap();
-    w.write_records(0, recs).unwrap();
-    w.write_calibration(cal(T0 + 2_000_000_000)).unwrap();
-    w.write_end(recs.len() as u64, 0).unwrap();
+    let mut f = RawFileBuilder::create(path, &raw_meta(rank));
+    f.strings(strings);
+    f.records(0, recs);
+    f.end(recs.len() as u64);
 }
 
 fn step(ts: u64, cat: u8) -> Record {

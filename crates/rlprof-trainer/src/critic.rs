@@ -6,16 +6,17 @@
 //! GAE itself (with `algorithm.gamma` / `lam`, advantages whitened over the global batch) runs
 //! between them.
 
-use crate::algo::{self, ValueInputs};
+use crate::algo::{self, GlobalDenoms, ValueInputs};
 use crate::comm::{Communicator, shard_len};
+use crate::critic_config::CriticConfig;
 use crate::engine::{
-    Engine, Sample, SeqBatch, Zero2, backward_into, finite_loss, global_denoms, loss_module,
-    param_modules, split_even, zero_grad,
+    Engine, MicroBatchUpdate, PpoSchedule, Sample, SeqBatch, Zero2, backward_into, finite_loss,
+    for_each_micro_batch, loss_module, param_modules,
 };
 use crate::error::Result;
 use crate::model::{ModelConfig, ParamStore, Transformer, autograd, score_head};
 use crate::optim::{AdamW, ShardedAdamW};
-use crate::{h, t};
+use crate::{host_op, traced_op};
 use candle_core::{Tensor, Var};
 use rlprof_profiler::{NameId, iteration, name, plan::IterKind};
 
@@ -161,7 +162,7 @@ impl<C: Communicator> Engine<C> {
             let refs: Vec<&Sample> = chunk.iter().collect();
             let batch = SeqBatch::new(&refs, self.tok.pad_id, &self.device)?;
             let v = critic.values(&batch, false)?;
-            let rows = h!(
+            let rows = host_op!(
                 "to_host",
                 crate::engine::data_module(),
                 v.elem_count() * 4,
@@ -211,66 +212,26 @@ impl<C: Communicator> Engine<C> {
         step: u64,
     ) -> Result<CriticStats> {
         let c = self.cfg.critic.clone();
-        let n_mini = (self.cfg.data.train_batch_size / c.ppo_mini_batch_size).max(1);
-        let minis = split_even(samples, n_mini);
-        let mut st = CriticStats::default();
-        let mut local = [0f32; 3];
-        for _epoch in 0..c.ppo_epochs {
-            for mini in &minis {
-                let _it = iteration(IterKind::MiniBatch);
-                let Some(denoms) = global_denoms(&self.comm, mini)? else {
-                    continue;
-                };
-                let mut grads = zero_grad(critic.flat.len());
-                for micro in mini.chunks(c.ppo_micro_batch_size_per_gpu) {
-                    let _it = iteration(IterKind::MicroBatch);
-                    let _grad = autograd::grad_enabled();
-                    let refs: Vec<&Sample> = micro.iter().collect();
-                    let batch = SeqBatch::new(&refs, self.tok.pad_id, &self.device)?;
-                    let vpreds = critic.values(&batch, true)?;
-                    let mut stats = None;
-                    let values = batch.per_token(&refs, |s| &s.values)?;
-                    let returns = batch.per_token(&refs, |s| &s.returns)?;
-                    let loss = t!("compute_value_loss", loss_module(), [&vpreds], 0, {
-                        autograd::region(&vpreds, &batch.mask, |v, mask| {
-                            let out = algo::value_loss(
-                                &ValueInputs {
-                                    vpreds: v,
-                                    values: &values,
-                                    returns: &returns,
-                                    mask,
-                                },
-                                c.cliprange_value,
-                                c.loss_agg_mode,
-                                denoms,
-                            )?;
-                            let l = out.loss.clone();
-                            stats = Some(out);
-                            Ok(l)
-                        })
-                    })?;
-                    let out = stats.expect("the loss region ran");
-                    let lv = finite_loss(&loss, step, "critic loss")?;
-                    backward_into(&loss, &critic.vars(), &critic.modules, &mut grads)?;
-                    local[0] += lv;
-                    local[1] += out.clipfrac;
-                    local[2] += out.vpred_mean;
-                }
-                let params = &critic.params;
-                let (hw, hb) = (&critic.head_w, &critic.head_b);
-                let mut z = Zero2 {
-                    comm: &self.comm,
-                    opt: &mut critic.opt,
-                    flat: &mut critic.flat,
-                    shard: critic.shard,
-                };
-                let norm = z.step(&mut grads, c.grad_clip, step, "critic grad_norm", |f| {
-                    set_critic_flat(params, hw, hb, f)
-                })?;
-                st.grad_norm += norm as f64;
-                st.updates += 1;
-            }
-        }
+        let schedule = PpoSchedule::new(
+            c.ppo_epochs,
+            self.cfg.data.train_batch_size,
+            c.ppo_mini_batch_size,
+            c.ppo_micro_batch_size_per_gpu,
+        );
+        let mut update = CriticUpdate {
+            engine: self,
+            critic,
+            cfg: &c,
+            step,
+            local: [0f32; 3],
+        };
+        let totals = for_each_micro_batch(&mut update, samples, schedule)?;
+        let mut local = update.local;
+        let mut st = CriticStats {
+            grad_norm: totals.grad_norm,
+            updates: totals.updates,
+            ..CriticStats::default()
+        };
         self.comm.all_reduce_sum(&mut local)?;
         let k = st.updates.max(1) as f64;
         st.vf_loss = local[0] as f64 / k;
@@ -279,6 +240,88 @@ impl<C: Communicator> Engine<C> {
         st.grad_norm /= k;
         st.lr = critic.opt.current_lr();
         Ok(st)
+    }
+}
+
+/// `update_critic`'s part of the PPO loop: the clipped value loss of each micro-batch, the
+/// critic's ZeRO-2 update of each mini-batch.
+struct CriticUpdate<'a, C: Communicator> {
+    engine: &'a Engine<C>,
+    critic: &'a mut Critic,
+    cfg: &'a CriticConfig,
+    step: u64,
+    /// Sums over micro-batches of the value loss, vf_clipfrac and vpred_mean (this rank).
+    local: [f32; 3],
+}
+
+impl<C: Communicator> MicroBatchUpdate for CriticUpdate<'_, C> {
+    type Comm = C;
+
+    fn comm(&self) -> &C {
+        &self.engine.comm
+    }
+
+    fn grads_len(&self) -> usize {
+        self.critic.flat.len()
+    }
+
+    fn micro_batch(
+        &mut self,
+        micro: &[Sample],
+        denoms: GlobalDenoms,
+        grads: &mut [f32],
+    ) -> Result<()> {
+        let (e, critic, c) = (self.engine, &*self.critic, self.cfg);
+        let refs: Vec<&Sample> = micro.iter().collect();
+        let batch = SeqBatch::new(&refs, e.tok.pad_id, &e.device)?;
+        let vpreds = critic.values(&batch, true)?;
+        let mut stats = None;
+        let values = batch.per_token(&refs, |s| &s.values)?;
+        let returns = batch.per_token(&refs, |s| &s.returns)?;
+        let loss = traced_op!("compute_value_loss", loss_module(), [&vpreds], 0, {
+            autograd::region(&vpreds, &batch.mask, |v, mask| {
+                let out = algo::value_loss(
+                    &ValueInputs {
+                        vpreds: v,
+                        values: &values,
+                        returns: &returns,
+                        mask,
+                    },
+                    c.cliprange_value,
+                    c.loss_agg_mode,
+                    denoms,
+                )?;
+                let l = out.loss.clone();
+                stats = Some(out);
+                Ok(l)
+            })
+        })?;
+        let out = stats.expect("the loss region ran");
+        let lv = finite_loss(&loss, self.step, "critic loss")?;
+        backward_into(&loss, &critic.vars(), &critic.modules, grads)?;
+        self.local[0] += lv;
+        self.local[1] += out.clipfrac;
+        self.local[2] += out.vpred_mean;
+        Ok(())
+    }
+
+    fn apply(&mut self, grads: &mut [f32]) -> Result<f32> {
+        let critic = &mut *self.critic;
+        let params = &critic.params;
+        let (hw, hb) = (&critic.head_w, &critic.head_b);
+        let mut z = Zero2 {
+            comm: &self.engine.comm,
+            opt: &mut critic.opt,
+            flat: &mut critic.flat,
+            shard: critic.shard,
+        };
+        z.step(
+            grads,
+            self.cfg.grad_clip,
+            self.step,
+            "critic grad_norm",
+            |f| set_critic_flat(params, hw, hb, f),
+        )
     }
 }
 

@@ -1,31 +1,21 @@
-//! Shared helpers for the profiler's integration tests: hand-built plans.
+//! Shared helpers for the profiler's integration tests: hand-built plans (through
+//! [`rlprof_testkit::PlanBuilder`]) and a scripted step.
 #![allow(dead_code)]
 
 use rlprof_profiler::plan::*;
-use std::collections::BTreeMap;
+use rlprof_testkit::PlanBuilder;
 use std::path::Path;
 
+/// Npu level0 `[npu, cpu]` collecting on `ranks`, in discrete mode or not.
 pub(crate) fn role_plan(save: &Path, ranks: Vec<u32>, discrete: bool) -> RolePlan {
-    RolePlan {
-        enable: true,
-        all_ranks: false,
-        ranks,
-        tool: Tool::Npu,
-        level: Level::Level0,
-        export_type: Default::default(),
-        contents: [Content::Npu, Content::Cpu].into_iter().collect(),
-        analysis: false,
-        discrete,
-        save_path: save.to_path_buf(),
-        torch_step_start: 0,
-        torch_step_end: -1,
-        torch_memory: TorchMemoryOptions::default(),
-        caps: Caps::default(),
-        schedule: None,
-        granularity: Default::default(),
-    }
+    PlanBuilder::new(save)
+        .ranks(ranks)
+        .discrete(discrete)
+        .role_plan()
 }
 
+/// A plan of `world` ranks profiling `steps` (in continuous collections or not) whose actor,
+/// rollout and ref all have `role`'s plan.
 pub(crate) fn plan(
     save: &Path,
     steps: &[u64],
@@ -33,36 +23,12 @@ pub(crate) fn plan(
     role: RolePlan,
     world: u32,
 ) -> ProfilePlan {
-    let step_groups = if continuous {
-        let mut groups: Vec<Vec<u64>> = vec![];
-        for &s in steps {
-            match groups.last_mut() {
-                Some(g) if *g.last().unwrap() + 1 == s => g.push(s),
-                _ => groups.push(vec![s]),
-            }
-        }
-        groups
-    } else {
-        steps.iter().map(|&s| vec![s]).collect()
-    };
-    let mut roles = BTreeMap::new();
-    for r in [Role::Actor, Role::Rollout, Role::Ref] {
-        roles.insert(r, role.clone());
-    }
-    ProfilePlan {
-        tool: Some(Tool::Npu),
-        tool_source: "test".into(),
-        steps: steps.to_vec(),
-        profile_continuous_steps: continuous,
-        save_path: save.to_path_buf(),
-        world_size: world,
-        step_groups,
-        roles,
-        nsys: NsysOptions::default(),
-        torch_memory: TorchMemoryOptions::default(),
-        warnings: vec![],
-        verl: Default::default(),
-    }
+    PlanBuilder::new(save)
+        .with_role(role)
+        .steps(steps)
+        .continuous(continuous)
+        .world(world)
+        .build()
 }
 
 /// Runs one scripted training step on a rank: the four role calls, with ops inside.

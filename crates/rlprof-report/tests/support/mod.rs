@@ -1,51 +1,22 @@
-//! Shared helpers: real collections made with the profiler API (2 ranks, 2 steps), hand-built
-//! plans as in the profiler's own tests.
+//! Shared helpers: real collections made with the profiler API (2 ranks, 2 steps), plans built
+//! with [`rlprof_testkit::PlanBuilder`].
 #![allow(dead_code)]
 
-use rlprof_profiler::plan::*;
+use rlprof_profiler::plan::{Content, Level, ProfilePlan, RoleCall};
 use rlprof_profiler::{Profiler, comm, intern, kernel, mem_alloc, mem_free, name, now, op, phase};
-use std::collections::BTreeMap;
+use rlprof_testkit::PlanBuilder;
 use std::path::Path;
 
+/// Npu level1 `[npu, cpu, memory, module]` on ranks 0 and 1 of 2, profiling `steps`.
 pub(crate) fn plan(save: &Path, steps: &[u64], discrete: bool) -> ProfilePlan {
-    let role = RolePlan {
-        enable: true,
-        all_ranks: false,
-        ranks: vec![0, 1],
-        tool: Tool::Npu,
-        level: Level::Level1,
-        export_type: Default::default(),
-        contents: [Content::Npu, Content::Cpu, Content::Memory, Content::Module]
-            .into_iter()
-            .collect(),
-        analysis: false,
-        discrete,
-        save_path: save.to_path_buf(),
-        torch_step_start: 0,
-        torch_step_end: -1,
-        torch_memory: TorchMemoryOptions::default(),
-        caps: Caps::default(),
-        schedule: None,
-        granularity: Default::default(),
-    };
-    let mut roles = BTreeMap::new();
-    for r in [Role::Actor, Role::Rollout, Role::Ref] {
-        roles.insert(r, role.clone());
-    }
-    ProfilePlan {
-        tool: Some(Tool::Npu),
-        tool_source: "test".into(),
-        steps: steps.to_vec(),
-        profile_continuous_steps: false,
-        save_path: save.to_path_buf(),
-        world_size: 2,
-        step_groups: steps.iter().map(|&s| vec![s]).collect(),
-        roles,
-        nsys: NsysOptions::default(),
-        torch_memory: TorchMemoryOptions::default(),
-        warnings: vec![],
-        verl: Default::default(),
-    }
+    PlanBuilder::new(save)
+        .ranks([0, 1])
+        .world(2)
+        .level(Level::Level1)
+        .contents(&[Content::Npu, Content::Cpu, Content::Memory, Content::Module])
+        .discrete(discrete)
+        .steps(steps)
+        .build()
 }
 
 fn spin(us: u64) {

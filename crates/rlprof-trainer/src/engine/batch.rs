@@ -3,7 +3,7 @@
 
 use super::{Sample, data_module};
 use crate::error::Result;
-use crate::h;
+use crate::host_op;
 use crate::model::{Attn, Transformer, ids_tensor, token_logprob_only, token_logprobs};
 use candle_core::{Device, Tensor};
 
@@ -37,7 +37,7 @@ impl SeqBatch {
     /// Builds the padded batch of `samples`; rows with the same prompt share its forward pass
     /// (GRPO's `n` samples per prompt).
     pub fn new(samples: &[&Sample], pad: u32, device: &Device) -> Result<SeqBatch> {
-        h!("collate", data_module(), 0, {
+        host_op!("collate", data_module(), 0, {
             SeqBatch::with_sharing(samples, pad, device, true)
         })
     }

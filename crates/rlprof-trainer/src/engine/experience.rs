@@ -6,7 +6,7 @@ use crate::algo;
 use crate::comm::Communicator;
 use crate::data::Prompt;
 use crate::error::Result;
-use crate::h;
+use crate::host_op;
 use crate::reward;
 use rlprof_profiler::{iteration, plan::IterKind};
 
@@ -54,7 +54,7 @@ impl<C: Communicator> Engine<C> {
             let refs: Vec<&Sample> = chunk.iter().collect();
             let batch = SeqBatch::new(&refs, self.tok.pad_id, &self.device)?;
             let lp = batch.logprobs_only(model, temp)?;
-            let rows = h!(
+            let rows = host_op!(
                 "to_host",
                 data_module(),
                 lp.elem_count() * 4,

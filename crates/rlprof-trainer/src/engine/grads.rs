@@ -4,7 +4,7 @@
 
 use crate::comm::Communicator;
 use crate::error::{Result, TrainerError};
-use crate::h;
+use crate::host_op;
 use crate::model::ParamStore;
 use crate::model::autograd;
 use crate::optim::{ShardedAdamW, clip_coef};
@@ -41,7 +41,7 @@ pub(crate) fn backward_into(
     for (v, module) in vars.iter().zip(modules) {
         let n = v.elem_count();
         if let Some(g) = gs.get(v.as_tensor()) {
-            h!(
+            host_op!(
                 "accumulate_grad",
                 *module,
                 n * 4,
@@ -85,7 +85,7 @@ impl<C: Communicator> Zero2<'_, C> {
         }
         let norm = {
             let _s = scope(name!("clip_grad_norm_"));
-            let mut sq = [h!("linalg_vector_norm", opt, sh * 4, {
+            let mut sq = [host_op!("linalg_vector_norm", opt, sh * 4, {
                 g.iter().map(|x| x * x).sum::<f32>()
             })];
             self.comm.all_reduce_sum(&mut sq)?;
@@ -101,12 +101,12 @@ impl<C: Communicator> Zero2<'_, C> {
         let coef = clip_coef(norm, max_norm);
         let _s = scope(name!("Optimizer.step#AdamW.step"));
         let mut mine = self.flat[r * sh..(r + 1) * sh].to_vec();
-        h!("adamw", opt, sh * 16, self.opt.step(&mut mine, &g, coef));
+        host_op!("adamw", opt, sh * 16, self.opt.step(&mut mine, &g, coef));
         {
             let _s = scope(name!("ZeRO2::all_gather_params"));
             self.comm.all_gather(&mine, &mut self.flat[..])?;
         }
-        h!("copy_", opt, self.flat.len() * 4, publish(&self.flat[..]))?;
+        host_op!("copy_", opt, self.flat.len() * 4, publish(&self.flat[..]))?;
         Ok(norm)
     }
 }
@@ -114,7 +114,7 @@ impl<C: Communicator> Zero2<'_, C> {
 /// A zeroed flat gradient buffer, as range `Optimizer.zero_grad#AdamW.zero_grad` with op `zero_`.
 pub(crate) fn zero_grad(len: usize) -> Vec<f32> {
     let _s = scope(name!("Optimizer.zero_grad#AdamW.zero_grad"));
-    h!("zero_", name!("optimizer"), len * 4, vec![0f32; len])
+    host_op!("zero_", name!("optimizer"), len * 4, vec![0f32; len])
 }
 
 /// Adds gradient `g` into `dst` (same element count).

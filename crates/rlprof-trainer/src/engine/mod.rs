@@ -6,14 +6,16 @@
 mod batch;
 mod experience;
 mod grads;
+mod ppo;
 mod rollout;
 mod setup;
 mod update;
 
 pub use batch::SeqBatch;
-pub(crate) use grads::{Zero2, backward_into, param_modules, zero_grad};
+pub(crate) use grads::{Zero2, backward_into, param_modules};
+pub(crate) use ppo::{MicroBatchUpdate, PpoSchedule, for_each_micro_batch};
 pub use rollout::{mix, sample_token};
-pub(crate) use update::{finite_loss, global_denoms, split_even};
+pub(crate) use update::finite_loss;
 
 use crate::comm::Communicator;
 use crate::config::TrainConfig;

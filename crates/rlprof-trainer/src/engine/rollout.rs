@@ -6,7 +6,7 @@ use super::{Decoded, Engine, Sample, Sampling, data_module};
 use crate::comm::Communicator;
 use crate::data::Prompt;
 use crate::error::Result;
-use crate::h;
+use crate::host_op;
 use crate::model::{Attn, KvCache, Transformer, ids_tensor, token_logprob_only};
 use candle_core::Tensor;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -115,14 +115,14 @@ impl<C: Communicator> Engine<C> {
         };
         let sampler = name!("sampler");
         let temp = self.cfg.rollout.temperature;
-        let mut next = h!("sample", sampler, logits.elem_count() * 4, {
+        let mut next = host_op!("sample", sampler, logits.elem_count() * 4, {
             sample_rows(&logits, s, &mut rngs, logp.then_some(temp))
         })?;
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); b];
         let mut out_logp: Vec<Vec<f32>> = vec![Vec::new(); b];
         let mut done = vec![false; b];
         for t in 0..s.max_tokens {
-            let finished = h!("stop_check", sampler, b * 4, {
+            let finished = host_op!("stop_check", sampler, b * 4, {
                 for i in 0..b {
                     if !done[i] {
                         out[i].push(next.0[i]);
@@ -138,22 +138,24 @@ impl<C: Communicator> Engine<C> {
                 break;
             }
             let _it = iteration(IterKind::DecodeStep);
-            let (ids_t, attn) = h!("prepare_inputs", data_module(), b * valid[0].len() * 4, {
-                let positions: Vec<u32> = (0..b).map(|i| (prompts[i].len() + t) as u32).collect();
-                // Finished rows feed padding; their outputs are ignored.
-                for (v, d) in valid.iter_mut().zip(&done) {
-                    v.push(!d);
-                }
-                let step_ids: Vec<Vec<u32>> = (0..b)
-                    .map(|i| vec![if done[i] { pad } else { next.0[i] }])
-                    .collect();
-                Ok::<_, candle_core::Error>((
-                    ids_tensor(&step_ids, &self.device)?,
-                    Attn::decode(&positions, &valid, &self.device)?,
-                ))
-            })?;
+            let (ids_t, attn) =
+                host_op!("prepare_inputs", data_module(), b * valid[0].len() * 4, {
+                    let positions: Vec<u32> =
+                        (0..b).map(|i| (prompts[i].len() + t) as u32).collect();
+                    // Finished rows feed padding; their outputs are ignored.
+                    for (v, d) in valid.iter_mut().zip(&done) {
+                        v.push(!d);
+                    }
+                    let step_ids: Vec<Vec<u32>> = (0..b)
+                        .map(|i| vec![if done[i] { pad } else { next.0[i] }])
+                        .collect();
+                    Ok::<_, candle_core::Error>((
+                        ids_tensor(&step_ids, &self.device)?,
+                        Attn::decode(&positions, &valid, &self.device)?,
+                    ))
+                })?;
             let logits = model.forward_last(&ids_t, &attn, Some(&mut cache))?;
-            next = h!("sample", sampler, logits.elem_count() * 4, {
+            next = host_op!("sample", sampler, logits.elem_count() * 4, {
                 sample_rows(&logits, s, &mut rngs, logp.then_some(temp))
             })?;
         }

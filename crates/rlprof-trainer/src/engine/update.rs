@@ -3,21 +3,26 @@
 //! shares (mini-batch split, global loss denominators, the finite-loss check).
 
 use super::grads::{Zero2, backward_into, zero_grad};
+use super::ppo::{MicroBatchUpdate, PpoSchedule, for_each_micro_batch};
 use super::{Engine, Sample, SeqBatch, UpdateStats, loss_module};
 use crate::algo::{self, GlobalDenoms, LossInputs, LossSettings};
 use crate::comm::Communicator;
 use crate::error::{Result, TrainerError};
 use crate::model::autograd;
-use crate::t;
+use crate::traced_op;
 use candle_core::{Tensor, Var};
-use rlprof_profiler::{iteration, plan::IterKind};
 
 impl<C: Communicator> Engine<C> {
     /// `update_actor`: PPO epochs over mini-batches of micro-batches with gradient accumulation;
     /// one sharded optimizer update per mini-batch. `step` names the step in errors.
     pub fn update_actor(&mut self, samples: &[Sample], step: u64) -> Result<UpdateStats> {
         let a = self.cfg.actor.clone();
-        let n_mini = (self.cfg.data.train_batch_size / a.ppo_mini_batch_size).max(1);
+        let schedule = PpoSchedule::new(
+            a.ppo_epochs,
+            self.cfg.data.train_batch_size,
+            a.ppo_mini_batch_size,
+            a.ppo_micro_batch_size_per_gpu,
+        );
         let settings = LossSettings {
             clip_low: a.clip_ratio_low,
             clip_high: a.clip_ratio_high,
@@ -26,63 +31,21 @@ impl<C: Communicator> Engine<C> {
             agg: a.loss_agg_mode,
         };
         let temp = self.cfg.rollout.temperature;
-        let minis = split_even(samples, n_mini);
-        let mut st = UpdateStats::default();
-        let mut local = [0f32; 4];
-        for _epoch in 0..a.ppo_epochs {
-            for mini in &minis {
-                let _it = iteration(IterKind::MiniBatch);
-                let Some(denoms) = global_denoms(&self.comm, mini)? else {
-                    continue;
-                };
-                let mut grads = zero_grad(self.flat.len());
-                for micro in mini.chunks(a.ppo_micro_batch_size_per_gpu) {
-                    let _it = iteration(IterKind::MicroBatch);
-                    let _grad = autograd::grad_enabled();
-                    let refs: Vec<&Sample> = micro.iter().collect();
-                    let batch = SeqBatch::new(&refs, self.tok.pad_id, &self.device)?;
-                    let (lp, ent) = batch.logprobs(&self.train_model, temp)?;
-                    let old = batch.per_token(&refs, |s| &s.old_logp)?;
-                    let refl = if settings.kl_coef != 0.0 {
-                        Some(batch.per_token(&refs, |s| &s.ref_logp)?)
-                    } else {
-                        None
-                    };
-                    let adv = batch.advantages(&refs)?;
-                    let mut stats = None;
-                    let loss = t!("compute_policy_loss", loss_module(), [&lp, &ent], 0, {
-                        autograd::region(&lp, &ent, |lp, ent| {
-                            let out = algo::actor_loss(
-                                &LossInputs {
-                                    logp: lp,
-                                    entropy: ent,
-                                    old_logp: &old,
-                                    ref_logp: refl.as_ref(),
-                                    adv: &adv,
-                                    mask: &batch.mask,
-                                },
-                                settings,
-                                denoms,
-                            )?;
-                            let l = out.loss.clone();
-                            stats = Some(out);
-                            Ok(l)
-                        })
-                    })?;
-                    let out = stats.expect("the loss region ran");
-                    finite_loss(&loss, step, "actor loss")?;
-                    self.accumulate_grads(&loss, &mut grads)?;
-                    local[0] += out.pg_loss;
-                    local[1] += out.kl;
-                    local[2] += out.entropy;
-                    local[3] += out.clipfrac;
-                }
-                let norm = self.apply_grads(&mut grads, self.cfg.actor.grad_clip, step)?;
-                st.grad_norm += norm as f64;
-                st.updates += 1;
-            }
-        }
+        let mut update = ActorUpdate {
+            engine: self,
+            settings,
+            temp,
+            step,
+            local: [0f32; 4],
+        };
+        let totals = for_each_micro_batch(&mut update, samples, schedule)?;
+        let mut local = update.local;
         self.comm.all_reduce_sum(&mut local)?;
+        let mut st = UpdateStats {
+            grad_norm: totals.grad_norm,
+            updates: totals.updates,
+            ..UpdateStats::default()
+        };
         let k = st.updates.max(1) as f64;
         st.pg_loss = local[0] as f64 / k;
         st.kl = local[1] as f64 / k;
@@ -122,7 +85,7 @@ impl<C: Communicator> Engine<C> {
             let batch = SeqBatch::new(micro, self.tok.pad_id, &self.device)?;
             let (lp, _) = batch.logprobs(&self.train_model, 1.0)?;
             let scale = -1.0 / tokens[0].max(1.0) as f64;
-            let loss = t!(
+            let loss = traced_op!(
                 "compute_sft_loss",
                 loss_module(),
                 [&lp],
@@ -182,6 +145,82 @@ impl<C: Communicator> Engine<C> {
         z.step(grads, max_norm, step, "grad_norm", |flat| {
             Ok(actor.set_flat(&flat[..actor.len()])?)
         })
+    }
+}
+
+/// `update_actor`'s part of the PPO loop: the policy loss of each micro-batch, the actor's
+/// ZeRO-2 update of each mini-batch.
+struct ActorUpdate<'a, C: Communicator> {
+    engine: &'a mut Engine<C>,
+    settings: LossSettings,
+    temp: f32,
+    step: u64,
+    /// Sums over micro-batches of pg_loss, kl, entropy and clipfrac (this rank).
+    local: [f32; 4],
+}
+
+impl<C: Communicator> MicroBatchUpdate for ActorUpdate<'_, C> {
+    type Comm = C;
+
+    fn comm(&self) -> &C {
+        &self.engine.comm
+    }
+
+    fn grads_len(&self) -> usize {
+        self.engine.flat.len()
+    }
+
+    fn micro_batch(
+        &mut self,
+        micro: &[Sample],
+        denoms: GlobalDenoms,
+        grads: &mut [f32],
+    ) -> Result<()> {
+        let e = &*self.engine;
+        let settings = self.settings;
+        let refs: Vec<&Sample> = micro.iter().collect();
+        let batch = SeqBatch::new(&refs, e.tok.pad_id, &e.device)?;
+        let (lp, ent) = batch.logprobs(&e.train_model, self.temp)?;
+        let old = batch.per_token(&refs, |s| &s.old_logp)?;
+        let refl = if settings.kl_coef != 0.0 {
+            Some(batch.per_token(&refs, |s| &s.ref_logp)?)
+        } else {
+            None
+        };
+        let adv = batch.advantages(&refs)?;
+        let mut stats = None;
+        let loss = traced_op!("compute_policy_loss", loss_module(), [&lp, &ent], 0, {
+            autograd::region(&lp, &ent, |lp, ent| {
+                let out = algo::actor_loss(
+                    &LossInputs {
+                        logp: lp,
+                        entropy: ent,
+                        old_logp: &old,
+                        ref_logp: refl.as_ref(),
+                        adv: &adv,
+                        mask: &batch.mask,
+                    },
+                    settings,
+                    denoms,
+                )?;
+                let l = out.loss.clone();
+                stats = Some(out);
+                Ok(l)
+            })
+        })?;
+        let out = stats.expect("the loss region ran");
+        finite_loss(&loss, self.step, "actor loss")?;
+        e.accumulate_grads(&loss, grads)?;
+        self.local[0] += out.pg_loss;
+        self.local[1] += out.kl;
+        self.local[2] += out.entropy;
+        self.local[3] += out.clipfrac;
+        Ok(())
+    }
+
+    fn apply(&mut self, grads: &mut [f32]) -> Result<f32> {
+        let max_norm = self.engine.cfg.actor.grad_clip;
+        self.engine.apply_grads(grads, max_norm, self.step)
     }
 }
 

@@ -5,7 +5,7 @@ use super::ModelConfig;
 use super::cache::LayerCache;
 use super::kernels;
 use super::layers::Linear;
-use crate::t;
+use crate::traced_op;
 use candle_core::{D, Device, Result, Tensor};
 use rlprof_profiler::NameId;
 
@@ -44,9 +44,9 @@ impl Attention {
             if !rope.half {
                 apply_rope(x, c, s, m)
             } else if kernels::supported(x) {
-                t!("rope", m, [x, c], 0, kernels::rope_bthd(x, c, s))
+                traced_op!("rope", m, [x, c], 0, kernels::rope_bthd(x, c, s))
             } else {
-                t!(
+                traced_op!(
                     "rope",
                     m,
                     [x, c],
@@ -64,7 +64,7 @@ impl Attention {
         let flops = 4 * (b * h * t * tk * hd) as u64;
         let scale = 1.0 / (hd as f64).sqrt();
         let out = match mask {
-            AttnMask::Host(hm) => t!(
+            AttnMask::Host(hm) => traced_op!(
                 "attention",
                 m,
                 [&q, &k, &v],
@@ -76,17 +76,17 @@ impl Attention {
                 let (q, k, v) = (bhtd(&q)?, bhtd(&k)?, bhtd(&v)?);
                 let (k, v) = (repeat_kv(&k, h / kvh)?, repeat_kv(&v, h / kvh)?);
                 let kt = k.transpose(2, 3)?.contiguous()?;
-                let scores = t!("matmul", m, [&q, &kt], flops / 2, q.matmul(&kt))?;
-                let scores = t!("mul", m, [&scores], 0, scores.affine(scale, 0.0))?;
-                let scores = t!("add", m, [&scores, mask], 0, scores.add(mask))?;
-                let probs = t!(
+                let scores = traced_op!("matmul", m, [&q, &kt], flops / 2, q.matmul(&kt))?;
+                let scores = traced_op!("mul", m, [&scores], 0, scores.affine(scale, 0.0))?;
+                let scores = traced_op!("add", m, [&scores, mask], 0, scores.add(mask))?;
+                let probs = traced_op!(
                     "softmax",
                     m,
                     [&scores],
                     0,
                     kernels::softmax_last_dim(&scores)
                 )?;
-                let out = t!("matmul", m, [&probs, &v], flops / 2, probs.matmul(&v))?;
+                let out = traced_op!("matmul", m, [&probs, &v], flops / 2, probs.matmul(&v))?;
                 out.transpose(1, 2)?.contiguous()?
             }
         };
@@ -153,14 +153,14 @@ fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor, module: NameId) -> Result<
     );
     let x1 = x.narrow(D::Minus1, 0, d / 2)?;
     let x2 = x.narrow(D::Minus1, d / 2, d / 2)?;
-    let rot = t!(
+    let rot = traced_op!(
         "cat",
         module,
         [&x2, &x1],
         0,
         Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)
     )?;
-    let a = t!("mul", module, [x, &cos], 0, x.mul(&cos))?;
-    let b = t!("mul", module, [&rot, &sin], 0, rot.mul(&sin))?;
-    t!("add", module, [&a, &b], 0, a.add(&b))
+    let a = traced_op!("mul", module, [x, &cos], 0, x.mul(&cos))?;
+    let b = traced_op!("mul", module, [&rot, &sin], 0, rot.mul(&sin))?;
+    traced_op!("add", module, [&a, &b], 0, a.add(&b))
 }

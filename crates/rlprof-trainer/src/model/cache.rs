@@ -3,7 +3,7 @@
 //! cache to every row.
 
 use super::gather::{cat_dim1, select_rows0};
-use crate::t;
+use crate::traced_op;
 use candle_core::{Result, Tensor};
 use rlprof_profiler::NameId;
 
@@ -75,13 +75,13 @@ impl LayerCache {
         module: NameId,
     ) -> Result<(Tensor, Tensor)> {
         let (mut nk, mut nv) = (None, None);
-        let k_all = t!("kv_append", module, [k], 0, {
+        let k_all = traced_op!("kv_append", module, [k], 0, {
             let ck = slot.as_mut().map(|c| &mut c.k);
             let (all, new) = CacheBuf::append(ck, k, capacity, in_place)?;
             nk = new;
             Ok(all)
         })?;
-        let v_all = t!("kv_append", module, [v], 0, {
+        let v_all = traced_op!("kv_append", module, [v], 0, {
             let cv = slot.as_mut().map(|c| &mut c.v);
             let (all, new) = CacheBuf::append(cv, v, capacity, in_place)?;
             nv = new;
@@ -101,7 +101,7 @@ impl LayerCache {
     pub(super) fn select_rows(&mut self, rows: &Tensor, module: NameId) -> Result<()> {
         for c in [&mut self.k, &mut self.v] {
             let all = &c.buf;
-            c.buf = t!("kv_expand", module, [all, rows], 0, select_rows0(all, rows))?;
+            c.buf = traced_op!("kv_expand", module, [all, rows], 0, select_rows0(all, rows))?;
         }
         Ok(())
     }

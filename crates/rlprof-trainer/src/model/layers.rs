@@ -2,7 +2,7 @@
 //! SwiGLU MLP and the value (score) head.
 
 use super::kernels;
-use crate::t;
+use crate::traced_op;
 use candle_core::{D, Result, Tensor};
 use rlprof_profiler::NameId;
 
@@ -35,7 +35,7 @@ impl Linear {
                 (None, Some((r, _))) => Some(r),
                 _ => None,
             };
-            let mut y = t!(
+            let mut y = traced_op!(
                 "linear",
                 self.module,
                 [x, &self.w],
@@ -43,22 +43,22 @@ impl Linear {
                 kernels::linear(x, &self.w, addend)
             )?;
             if let (Some(b), Some((r, m))) = (&self.b, residual) {
-                y = t!("add", self.module, [&y, b], 0, y.broadcast_add(b))?;
-                y = t!("add", m, [r, &y], 0, r.add(&y))?;
+                y = traced_op!("add", self.module, [&y, b], 0, y.broadcast_add(b))?;
+                y = traced_op!("add", m, [r, &y], 0, r.add(&y))?;
             }
             return Ok(y);
         }
         let x2 = x.reshape((rows, in_f))?;
         let wt = self.w.t()?;
-        let mut y = t!("matmul", self.module, [&x2, &self.w], flops, x2.matmul(&wt))?;
+        let mut y = traced_op!("matmul", self.module, [&x2, &self.w], flops, x2.matmul(&wt))?;
         if let Some(b) = &self.b {
-            y = t!("add", self.module, [&y, b], 0, y.broadcast_add(b))?;
+            y = traced_op!("add", self.module, [&y, b], 0, y.broadcast_add(b))?;
         }
         let mut out_dims = dims;
         *out_dims.last_mut().expect("rank >= 1") = out_f;
         let y = y.reshape(out_dims)?;
         match residual {
-            Some((r, m)) => t!("add", m, [r, &y], 0, r.add(&y)),
+            Some((r, m)) => traced_op!("add", m, [r, &y], 0, r.add(&y)),
             None => Ok(y),
         }
     }
@@ -78,7 +78,7 @@ impl RmsNorm {
         let m = self.module;
         let eps = self.eps as f32;
         if self.fused {
-            return t!(
+            return traced_op!(
                 "rms_norm",
                 m,
                 [x, &self.w],
@@ -87,7 +87,7 @@ impl RmsNorm {
             );
         }
         if kernels::supported(x) {
-            return t!(
+            return traced_op!(
                 "rms_norm",
                 m,
                 [x, &self.w],
@@ -95,17 +95,17 @@ impl RmsNorm {
                 kernels::rms_norm(x, &self.w, eps)
             );
         }
-        let sq = t!("pow", m, [x], 0, x.sqr())?;
-        let ms = t!("mean", m, [&sq], 0, sq.mean_keepdim(D::Minus1))?;
-        let inv = t!(
+        let sq = traced_op!("pow", m, [x], 0, x.sqr())?;
+        let ms = traced_op!("mean", m, [&sq], 0, sq.mean_keepdim(D::Minus1))?;
+        let inv = traced_op!(
             "rsqrt",
             m,
             [&ms],
             0,
             ms.affine(1.0, self.eps)?.sqrt()?.recip()
         )?;
-        let xn = t!("mul", m, [x, &inv], 0, x.broadcast_mul(&inv))?;
-        t!("mul", m, [&xn, &self.w], 0, xn.broadcast_mul(&self.w))
+        let xn = traced_op!("mul", m, [x, &inv], 0, x.broadcast_mul(&inv))?;
+        traced_op!("mul", m, [&xn, &self.w], 0, xn.broadcast_mul(&self.w))
     }
 }
 
@@ -122,7 +122,7 @@ impl Mlp {
         let m = self.module;
         let g = self.gate.forward(x)?;
         let u = self.up.forward(x)?;
-        let gu = t!("silu_mul", m, [&g, &u], 0, kernels::silu_mul(&g, &u))?;
+        let gu = traced_op!("silu_mul", m, [&g, &u], 0, kernels::silu_mul(&g, &u))?;
         self.down.forward_add(&gu, Some((residual, m)))
     }
 }

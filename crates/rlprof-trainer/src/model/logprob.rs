@@ -2,7 +2,7 @@
 //! log-softmax and gather elsewhere.
 
 use super::kernels;
-use crate::t;
+use crate::traced_op;
 use candle_core::{D, Result, Tensor};
 
 /// Log-probs (and entropies) of `targets` under `logits` `[B, T, V]` at temperature `temp`.
@@ -10,7 +10,7 @@ pub fn token_logprobs(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<(T
     let m = rlprof_profiler::name!("logprob");
     if kernels::supported(logits) {
         let lp = token_logprob_only(logits, targets, temp)?;
-        let ent = t!(
+        let ent = traced_op!(
             "entropy",
             m,
             [logits],
@@ -20,11 +20,11 @@ pub fn token_logprobs(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<(T
         return Ok((lp, ent));
     }
     let logits = if (temp - 1.0).abs() > f32::EPSILON {
-        t!("div", m, [logits], 0, logits.affine(1.0 / temp as f64, 0.0))?
+        traced_op!("div", m, [logits], 0, logits.affine(1.0 / temp as f64, 0.0))?
     } else {
         logits.clone()
     };
-    let lsm = t!(
+    let lsm = traced_op!(
         "log_softmax",
         m,
         [&logits],
@@ -32,9 +32,10 @@ pub fn token_logprobs(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<(T
         candle_nn::ops::log_softmax(&logits, D::Minus1)
     )?;
     let idx = targets.unsqueeze(D::Minus1)?;
-    let lp = t!("gather", m, [&lsm, &idx], 0, lsm.gather(&idx, D::Minus1))?.squeeze(D::Minus1)?;
+    let lp = traced_op!("gather", m, [&lsm, &idx], 0, lsm.gather(&idx, D::Minus1))?
+        .squeeze(D::Minus1)?;
     let p = lsm.exp()?;
-    let ent = t!(
+    let ent = traced_op!(
         "entropy",
         m,
         [&p, &lsm],
@@ -49,7 +50,7 @@ pub fn token_logprobs(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<(T
 pub fn token_logprob_only(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<Tensor> {
     let m = rlprof_profiler::name!("logprob");
     if kernels::supported(logits) {
-        return t!(
+        return traced_op!(
             "log_softmax_gather",
             m,
             [logits, targets],

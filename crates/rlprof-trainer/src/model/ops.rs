@@ -88,9 +88,9 @@ pub fn host_op<R>(
     out
 }
 
-/// [`host_op`] with names: `h!(name, module, bytes, expr)` (kernel `cpu_<name>_f32`).
+/// [`host_op()`] with names: `host_op!(name, module, bytes, expr)` (kernel `cpu_<name>_f32`).
 #[macro_export]
-macro_rules! h {
+macro_rules! host_op {
     ($name:literal, $module:expr, $bytes:expr, $body:expr) => {
         $crate::model::ops::host_op(
             rlprof_profiler::name!($name),
@@ -126,9 +126,9 @@ pub fn dtype_name(d: DType) -> &'static str {
     }
 }
 
-/// Declares a traced op: `t!(name, module, [inputs], flops, expr)`.
+/// Declares a traced op: `traced_op!(name, module, [inputs], flops, expr)`.
 #[macro_export]
-macro_rules! t {
+macro_rules! traced_op {
     ($name:literal, $module:expr, [$($inp:expr),*], $flops:expr, $body:expr) => {
         $crate::model::ops::traced(
             rlprof_profiler::name!($name),

@@ -9,7 +9,7 @@ use super::kernels;
 use super::layers::{Linear, Mlp, RmsNorm};
 use super::mask::Attn;
 use super::{ModelConfig, ParamStore};
-use crate::t;
+use crate::traced_op;
 use candle_core::{Device, Result, Tensor};
 use rlprof_profiler::{NameId, intern};
 
@@ -169,7 +169,7 @@ impl Transformer {
             let idx = Tensor::from_vec(idx, b * len, x.device())?;
             let nm = self.norm.module;
             let flat = x.reshape((b * l, h))?;
-            t!(
+            traced_op!(
                 "index_select",
                 nm,
                 [&flat, &idx],
@@ -215,7 +215,7 @@ impl Transformer {
         let xp = self.pre_norm(prefix_ids, prefix_attn, Some(&mut cache))?;
         let p = xp.dim(1)?;
         let nm = self.norm.module;
-        let last = t!("index_select", nm, [&xp, rows], 0, {
+        let last = traced_op!("index_select", nm, [&xp, rows], 0, {
             // row rows[b]'s last prefix position, one gather from the flattened positions
             let (g, _, h) = xp.dims3()?;
             let idx: Vec<u32> = rows
@@ -228,7 +228,7 @@ impl Transformer {
         })?;
         self.expand_cache(&mut cache, rows)?;
         let xs = self.pre_norm(suffix_ids, suffix_attn, Some(&mut cache))?;
-        let x = t!("cat", nm, [&last, &xs], 0, cat_dim1(&last, &xs))?;
+        let x = traced_op!("cat", nm, [&last, &xs], 0, cat_dim1(&last, &xs))?;
         self.norm.forward(&x)
     }
 
@@ -246,7 +246,7 @@ impl Transformer {
 
     /// Rows `rows` (u32 `[B]`) of logits `x` (op `index_select` under `lm_head`).
     pub fn select_logit_rows(&self, x: &Tensor, rows: &Tensor) -> Result<Tensor> {
-        t!(
+        traced_op!(
             "index_select",
             lm_head_module(),
             [x, rows],
@@ -270,7 +270,7 @@ impl Transformer {
         let (b, t) = ids.dims2()?;
         let flat = ids.flatten_all()?;
         let emb = intern_embed();
-        let x = t!(
+        let x = traced_op!(
             "embedding",
             emb,
             [&self.embed, &flat],
