@@ -3,8 +3,10 @@
 //! Layers, with data flowing one way: [`config`] (YAML + overrides -> [`plan::ProfilePlan`]) ->
 //! [`controller`] (which step/role/rank collects, end-to-end or discrete) -> [`recorder`]
 //! (fixed-size binary [`record::Record`]s in thread-local buffers, TSC timestamps) -> [`raw`]
-//! (self-checking chunked raw files). Parsing and exporting live in other crates; this crate is
-//! usable by any Rust program on its own and depends on no trainer.
+//! (self-checking chunked raw files). [`collection`] owns the on-disk contract of a collection
+//! tree (names, locks, staging, the parsed marker, recovery, memory mapping), shared with the
+//! readers. Parsing and exporting live in other crates; this crate is usable by any Rust
+//! program on its own and depends on no trainer.
 //!
 //! ```
 //! use rlprof_profiler::{Profiler, plan::{ProfilePlan, RoleCall}, phase, op, name, NameId};
@@ -20,6 +22,7 @@
 pub mod alloc;
 pub mod api;
 pub mod clock;
+pub mod collection;
 pub mod config;
 pub mod controller;
 pub mod device;
@@ -33,7 +36,6 @@ pub mod plan;
 pub mod raw;
 pub mod record;
 pub mod recorder;
-pub mod safe_fs;
 pub mod tracing_layer;
 
 pub use api::{

@@ -44,7 +44,8 @@
 
 use super::event::{Event, TimeCheck};
 use super::meta::CollectionMeta;
-use super::names::{Names, RankFile, rank_file};
+use super::names::Names;
+use crate::collection::names::{RankFile, rank_file};
 use super::reader::{Chunk, ChunkRef, Corruption, SliceReader};
 use super::writer::Truncation;
 use crate::ProfilerError;
