@@ -24,8 +24,8 @@
 use crate::clock;
 use crate::collection::lock::{CollectionLock, lock_new_collection};
 use crate::collection::names::{
-    collection_name, hostname, raw_file, step_dir, step_label, timestamp17, unfinished_name,
-    RAW_DIR,
+    RAW_DIR, collection_name, hostname, raw_file, step_dir, step_label, timestamp17,
+    unfinished_name,
 };
 use crate::device::{DEVICE_THREAD_BASE, DeviceFinish, DeviceTimeline};
 use crate::intern;

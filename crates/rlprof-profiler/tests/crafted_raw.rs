@@ -4,9 +4,8 @@
 //! refused with an error naming the file.
 
 use rlprof_profiler::clock::Calibration;
-use rlprof_profiler::raw::{
-    CollectionMeta, Event, RankFile, RawIndex, RawWarning, RawWriter, WarningKind, rank_file,
-};
+use rlprof_profiler::collection::names::{RankFile, rank_file};
+use rlprof_profiler::raw::{CollectionMeta, Event, RawIndex, RawWarning, RawWriter, WarningKind};
 use rlprof_profiler::record::{Kind, RangeCat, Record};
 use std::path::{Path, PathBuf};
 

@@ -120,7 +120,10 @@ mod tests {
             lock_collection(d.path(), false).unwrap(),
             Acquired::Busy
         ));
-        assert!(lock_new_collection(d.path()).is_none(), "the lock file exists");
+        assert!(
+            lock_new_collection(d.path()).is_none(),
+            "the lock file exists"
+        );
         drop(held);
         assert!(matches!(
             lock_collection(d.path(), false).unwrap(),

@@ -236,7 +236,11 @@ mod tests {
         let m = a.into_read_only().unwrap();
         assert_eq!(&m[..3], b"xyz");
         m.release_pages(0, 3 * PAGE);
-        assert_eq!(&m[..3], b"xyz", "release_pages leaves an anonymous buffer alone");
+        assert_eq!(
+            &m[..3],
+            b"xyz",
+            "release_pages leaves an anonymous buffer alone"
+        );
         // SAFETY: the first two pages are not read again below.
         unsafe { m.discard_pages(0, 2 * PAGE) };
         assert_eq!(m[2 * PAGE], 7);
