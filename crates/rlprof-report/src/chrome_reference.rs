@@ -108,13 +108,13 @@ impl<'a> Sink<'a> {
         match ph {
             "X" => {
                 let t = self.thread(&ev.pid, &ev.tid);
-                let start = us_to_ns(ev.ts.as_ref());
-                let dur = us_to_ns(ev.dur.as_ref()).max(0);
+                let start = us_to_ns(ev.ts.as_deref());
+                let dur = us_to_ns(ev.dur.as_deref()).max(0);
                 self.add_event(t, &name, ev.cat.as_deref(), start, dur, ev.args);
             }
             "B" => {
                 let t = self.thread(&ev.pid, &ev.tid);
-                let start = us_to_ns(ev.ts.as_ref());
+                let start = us_to_ns(ev.ts.as_deref());
                 let n = self.p.intern(&name);
                 self.open
                     .entry(t)
@@ -123,7 +123,7 @@ impl<'a> Sink<'a> {
             }
             "E" => {
                 let t = self.thread(&ev.pid, &ev.tid);
-                let end = us_to_ns(ev.ts.as_ref());
+                let end = us_to_ns(ev.ts.as_deref());
                 if let Some((start, n, args, cat)) = self.open.get_mut(&t).and_then(|v| v.pop()) {
                     let name = self.p.str(n).to_string();
                     self.add_event(t, &name, cat.as_deref(), start, (end - start).max(0), args);
@@ -181,7 +181,7 @@ impl<'a> Sink<'a> {
         self.mem_thread.push(t);
         self.mem_host.push(num("Device Type") == Some(0));
         self.p.memory.push(MemEvent {
-            t: us_to_ns(ev.ts.as_ref()),
+            t: us_to_ns(ev.ts.as_deref()),
             delta: num("Bytes").unwrap_or(0),
             addr: num("Addr").unwrap_or(0) as u64,
             op: NONE,
@@ -354,7 +354,7 @@ fn value_i64(v: &serde_json::Value) -> Option<i64> {
 }
 
 /// Microseconds (number or numeric string) to nanoseconds.
-fn us_to_ns(v: Option<&Box<serde_json::value::RawValue>>) -> i64 {
+fn us_to_ns(v: Option<&serde_json::value::RawValue>) -> i64 {
     let Some(raw) = v else { return 0 };
     let text = raw.get();
     let text = if text.starts_with('"') {

@@ -71,7 +71,7 @@ mod tests {
         // 20 back-to-back 1 us kernels at an epoch timestamp: exactly 20,000 ns apart.
         let base = "1700000000123456";
         let starts: Vec<i64> = (0..=20)
-            .map(|i| decimal_us_to_ns(&format!("{}.{:03}", base, i * 0)).unwrap() + i * 1000)
+            .map(|i| decimal_us_to_ns(&format!("{base}.000")).unwrap() + i * 1000)
             .collect();
         assert_eq!(starts[20] - starts[0], 20_000);
         assert_eq!(
@@ -84,6 +84,7 @@ mod tests {
             1000
         );
         // The float path rounds the same value to a multiple of 256 ns.
+        #[allow(clippy::excessive_precision)] // the point: f64 cannot hold this value
         let f = (1700000000123456.789f64 * 1000.0).round() as i64;
         assert_ne!(f, 1_700_000_000_123_456_789);
     }
