@@ -50,23 +50,23 @@ pub(crate) fn train_line(args: std::fmt::Arguments<'_>) {
     if TRAIN_STDOUT_GONE.load(Ordering::Relaxed) {
         return;
     }
-    if let Err(e) = print_out(format_args!("{args}\n")) {
-        if !TRAIN_STDOUT_GONE.swap(true, Ordering::Relaxed) {
-            let _ = writeln!(
-                std::io::stderr(),
-                "rlprof train: {e}; training goes on without printing to it"
-            );
-        }
+    if let Err(e) = print_out(format_args!("{args}\n"))
+        && !TRAIN_STDOUT_GONE.swap(true, Ordering::Relaxed)
+    {
+        let _ = writeln!(
+            std::io::stderr(),
+            "rlprof train: {e}; training goes on without printing to it"
+        );
     }
 }
 
 /// The exit status for an error of a command: [`StdoutFailed`] ends quietly (141 for a closed
 /// pipe) or with its message and 1; anything else prints `error: ...` and gives 1.
 pub(crate) fn exit_code_of(e: &anyhow::Error) -> std::process::ExitCode {
-    if let Some(StdoutFailed(io)) = e.downcast_ref::<StdoutFailed>() {
-        if io.kind() == std::io::ErrorKind::BrokenPipe {
-            return std::process::ExitCode::from(141);
-        }
+    if let Some(StdoutFailed(io)) = e.downcast_ref::<StdoutFailed>()
+        && io.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        return std::process::ExitCode::from(141);
     }
     let _ = writeln!(std::io::stderr(), "error: {e:#}");
     std::process::ExitCode::FAILURE
