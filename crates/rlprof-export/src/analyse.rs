@@ -139,7 +139,7 @@ impl TreeReport {
 }
 
 /// The raw files of a collection directory, sorted by rank: the files
-/// [`rlprof_profiler::raw::rank_file`] reads as `rank_N.rlraw` (the reading `rlprof report`
+/// [`rlprof_profiler::collection::names::rank_file`] reads as `rank_N.rlraw` (the reading `rlprof report`
 /// shares). Files named `rank_*.rlraw` whose `*` is not a rank are [`refused_raw_files`].
 pub fn raw_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<(u32, PathBuf)> = rank_named(dir)
