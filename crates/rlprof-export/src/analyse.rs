@@ -7,7 +7,8 @@
 //!
 //! Parsing is idempotent and safe to run from several processes at once: each collection is
 //! parsed under its lock ([`lock`]), every output is written under a staging name unique
-//! to the process and renamed into place ([`staging`]), and the marker [`MARKER`](marker::MARKER)
+//! to the process and renamed into place ([`staging`]), and the marker
+//! [`MARKER`](marker::MARKER)
 //! (JSON: outputs, counts, warnings, `partial`) is written last, listing every output. A
 //! collection whose marker lists a missing file is parsed again.
 //!
@@ -139,8 +140,8 @@ impl TreeReport {
 }
 
 /// The raw files of a collection directory, sorted by rank: the files
-/// [`rlprof_profiler::collection::names::rank_file`] reads as `rank_N.rlraw` (the reading `rlprof report`
-/// shares). Files named `rank_*.rlraw` whose `*` is not a rank are [`refused_raw_files`].
+/// [`rlprof_profiler::collection::names::rank_file`] reads as `rank_N.rlraw` (the reading
+/// `rlprof report` shares). Files named `rank_*.rlraw` whose `*` is not a rank are [`refused_raw_files`].
 pub fn raw_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<(u32, PathBuf)> = rank_named(dir)
         .into_iter()
