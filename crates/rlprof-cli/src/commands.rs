@@ -375,9 +375,9 @@ fn relaunch_under_nsys(
     let ranges = rlprof_profiler::nsys::capture_ranges(plan, leader, &calls_per_step(doc));
     let stem = plan.save_path.join("nsys").join(format!(
         "{}_{}_{}",
-        rlprof_profiler::controller::hostname(),
+        rlprof_profiler::collection::names::hostname(),
         std::process::id(),
-        rlprof_profiler::controller::timestamp17(rlprof_profiler::clock::wall_ns())
+        rlprof_profiler::collection::names::timestamp17(rlprof_profiler::clock::wall_ns())
     ));
     std::fs::create_dir_all(stem.parent().expect("parent"))?;
     let exe = std::env::current_exe()?;

@@ -185,7 +185,7 @@ pub(crate) fn write_report(
     write: impl FnOnce(&mut dyn std::io::Write) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     check_report_target(out, force)?;
-    let tmp = force.then(|| rlprof_export::staging::staging_name(out));
+    let tmp = force.then(|| rlprof_profiler::collection::staging::staging_name(out));
     let path = tmp.as_deref().unwrap_or(out);
     let mut options = std::fs::File::options();
     match tmp {

@@ -3,11 +3,12 @@
 //! A collection is a directory holding `rlprof_raw/rank_{rank}.rlraw`. The profiler writes it
 //! under a `.tmp` name and renames it when the collection stops; a `.tmp` directory nobody
 //! writes any more (the process was killed, or the disk filled up) is an interrupted collection,
-//! given its final name here and parsed like the others ([`crate::recover`]).
+//! given its final name here and parsed like the others ([`recover`]).
 //!
 //! Parsing is idempotent and safe to run from several processes at once: each collection is
-//! parsed under its lock ([`crate::lock`]), every output is written under a staging name unique
-//! to the process and renamed into place ([`crate::staging`]), and the marker [`MARKER`]
+//! parsed under its lock ([`lock`]), every output is written under a staging name unique
+//! to the process and renamed into place ([`staging`]), and the marker
+//! [`MARKER`](marker::MARKER)
 //! (JSON: outputs, counts, warnings, `partial`) is written last, listing every output. A
 //! collection whose marker lists a missing file is parsed again.
 //!
@@ -16,15 +17,19 @@
 //! marker). A collection whose data stops early is marked `partial: true` (marker and the
 //! tool's metadata) with a note in [`WARNINGS`]. Only when no raw file of the collection has
 //! anything recoverable is it an error.
+//!
+//! The on-disk side of all this (names, lock, staging, marker, recovery) is the collection
+//! contract, `rlprof_profiler::collection`, shared with the profiler and `rlprof report`.
 
+use crate::ExportError;
 use crate::decode::{Counts, Index, incomplete};
-use crate::{ExportError, lock, marker, recover, staging};
 use rayon::prelude::*;
-use rlprof_profiler::raw::{RankFile, rank_file};
+use rlprof_profiler::collection::marker::{self, WARNINGS};
+use rlprof_profiler::collection::names::{self, RAW_DIR, RankFile, rank_file};
+use rlprof_profiler::collection::{lock, recover, staging};
 use serde::Serialize;
+use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-pub use crate::marker::{MARKER, WARNINGS};
 
 /// What parsing one raw file produced.
 #[derive(Debug, Clone, Serialize)]
@@ -135,8 +140,8 @@ impl TreeReport {
 }
 
 /// The raw files of a collection directory, sorted by rank: the files
-/// [`rlprof_profiler::raw::rank_file`] reads as `rank_N.rlraw` (the reading `rlprof report`
-/// shares). Files named `rank_*.rlraw` whose `*` is not a rank are [`refused_raw_files`].
+/// [`rlprof_profiler::collection::names::rank_file`] reads as `rank_N.rlraw` (the reading
+/// `rlprof report` shares). Files named `rank_*.rlraw` whose `*` is not a rank are [`refused_raw_files`].
 pub fn raw_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<(u32, PathBuf)> = rank_named(dir)
         .into_iter()
@@ -165,7 +170,7 @@ pub fn refused_raw_files(dir: &Path) -> Vec<(PathBuf, String)> {
 
 /// Every file of `dir/rlprof_raw` with what its name says.
 fn rank_named(dir: &Path) -> Vec<(PathBuf, RankFile)> {
-    let Ok(rd) = std::fs::read_dir(dir.join("rlprof_raw")) else {
+    let Ok(rd) = std::fs::read_dir(dir.join(RAW_DIR)) else {
         return Vec::new();
     };
     rd.filter_map(|e| e.ok())
@@ -186,7 +191,7 @@ pub fn is_collection(dir: &Path) -> bool {
 /// Whether a collection was parsed already: its marker exists and every output it lists is
 /// there (a marker listing a missing file means the collection is parsed again).
 pub fn is_parsed(dir: &Path) -> bool {
-    crate::marker::complete(dir)
+    marker::complete(dir)
 }
 
 /// Every collection directory at or below `path`, sorted.
@@ -221,7 +226,7 @@ pub fn find_collections(path: &Path) -> Result<Vec<PathBuf>, ExportError> {
 /// finds the work done. An unfinished (`*.tmp`) collection whose writer is gone is first given
 /// its final name ([`recover::finish`]); one still being written is [`ExportError::Busy`].
 pub fn analyse_collection(dir: &Path) -> Result<Report, ExportError> {
-    let unfinished = recover::is_unfinished(dir);
+    let unfinished = names::is_unfinished(dir);
     // An unfinished collection may be renamed by another process's recovery at any moment
     // before we hold its lock: every check that sees it vanish means "finished elsewhere".
     let renamed_meanwhile = || unfinished && !dir.exists();
@@ -313,7 +318,7 @@ fn parse_locked(dir: &Path) -> Result<Report, ExportError> {
         report.warnings.insert(0, partial_note(&report, &partial));
     }
     if report.partial {
-        marker::mark_metadata_partial(dir, &partial)?;
+        mark_metadata_partial(dir, &partial)?;
     }
     write_warnings(dir, &report.warnings)?;
     let outputs: Vec<&Path> = report
@@ -403,7 +408,27 @@ fn write_warnings(dir: &Path, warnings: &[String]) -> Result<(), ExportError> {
     let path = dir.join(WARNINGS);
     let mut text = warnings.join("\n");
     text.push('\n');
-    staging::write_atomic(&path, text.as_bytes())
+    Ok(staging::write_atomic(&path, text.as_bytes())?)
+}
+
+/// Adds `"partial": true` and the reasons to the tool's own metadata file when it has one
+/// (`profiler_metadata.json` of the Ascend layout; the torch trace carries `rlprof_partial`).
+fn mark_metadata_partial(dir: &Path, reasons: &[String]) -> Result<(), ExportError> {
+    let path = dir.join("profiler_metadata.json");
+    let Ok(text) = std::fs::read(&path) else {
+        return Ok(());
+    };
+    let Ok(Value::Object(mut m)) = serde_json::from_slice::<Value>(&text) else {
+        return Ok(());
+    };
+    m.insert("partial".into(), true.into());
+    m.insert("rlprof_partial_reasons".into(), reasons.to_vec().into());
+    let text =
+        serde_json::to_vec_pretty(&Value::Object(m)).map_err(|source| ExportError::Json {
+            path: path.clone(),
+            source,
+        })?;
+    Ok(staging::write_atomic(&path, &text)?)
 }
 
 /// Parses every unparsed collection at or below `path` with `jobs` parallel workers

@@ -24,7 +24,7 @@
 use crate::analyse::{find_collections, raw_files};
 use crate::decode::{Event, Index};
 use crate::error::ExportError;
-use crate::staging::write_atomic;
+use rlprof_profiler::collection::staging::write_atomic;
 use rlprof_profiler::metrics::bandwidth_gbps;
 use rlprof_profiler::record::RangeCat;
 use serde::Serialize;

@@ -4,14 +4,14 @@
 //!
 //! Two passes over the file, each one chunk at a time (memory bounded by the interned strings,
 //! the step and collective intervals, and one chunk); the file's bytes come from
-//! `RawBytes` (memory-mapped, decoded in place, no copy per pass):
+//! `RawBytes` (`rlprof_profiler::collection::mmap`: memory-mapped, decoded in place, no copy per pass):
 //! 1. [`Index::build`] runs the decoder's scan and counts the records as they pass.
 //! 2. [`Index::replay`] hands the decoder's paired, validated [`Event`]s (wall-clock ns) to a
 //!    callback.
 
 use crate::ExportError;
-use crate::source::RawBytes;
 use rlprof_profiler::ProfilerError;
+use rlprof_profiler::collection::mmap::RawBytes;
 use rlprof_profiler::raw::{RawIndex, WarningKind};
 use rlprof_profiler::record::{Kind, RECORD_SIZE, RangeCat, Record};
 use std::path::Path;
@@ -94,7 +94,7 @@ impl Index {
     /// Pass 1 over `path`. Fails only when nothing is recoverable: an unreadable header or no
     /// Meta chunk (the decoder's verdict, which `rlprof report` shares).
     pub fn build(path: &Path) -> Result<Index, ExportError> {
-        let bytes = RawBytes::open(path)?;
+        let bytes = RawBytes::open(path).map_err(|e| export_error(e, path))?;
         let mut c = Counter {
             by_kind: [0; 256],
             ops: 0,
@@ -150,7 +150,7 @@ impl Index {
     /// Pass 2: every event in file order (per thread in completion order), each paired with
     /// its Ext record and in wall-clock ns.
     pub fn replay(&self, mut f: impl FnMut(&Event)) -> Result<(), ExportError> {
-        let bytes = RawBytes::open(&self.path)?;
+        let bytes = RawBytes::open(&self.path).map_err(|e| export_error(e, &self.path))?;
         self.raw
             .replay(bytes.bytes(), |o| bytes.release_before(o), |e, _| f(e))
             .map_err(|e| export_error(e, &self.path))

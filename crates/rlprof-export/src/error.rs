@@ -49,6 +49,9 @@ pub enum ExportError {
         #[source]
         source: csv::Error,
     },
+    /// Any other failure of the profiler crate's collection code (not expected there).
+    #[error(transparent)]
+    Profiler(rlprof_profiler::ProfilerError),
     /// Writing an Ascend profiler DB failed.
     #[error("{path}: {source}")]
     Sqlite {
@@ -66,6 +69,21 @@ impl ExportError {
         move |source| ExportError::Io {
             path: path.to_path_buf(),
             source,
+        }
+    }
+}
+
+/// The collection contract's errors (`rlprof_profiler::collection`: lock, staging, marker,
+/// recovery) as the exporter's: an I/O failure stays [`ExportError::Io`] on the same path.
+impl From<rlprof_profiler::ProfilerError> for ExportError {
+    fn from(e: rlprof_profiler::ProfilerError) -> ExportError {
+        use rlprof_profiler::ProfilerError;
+        match e {
+            ProfilerError::Io { path, source } => ExportError::Io { path, source },
+            ProfilerError::Unrecoverable { path, reason } => {
+                ExportError::Unrecoverable { path, reason }
+            }
+            other => ExportError::Profiler(other),
         }
     }
 }

@@ -14,8 +14,9 @@
 //!
 //! [`analyse`] drives them: one collection ([`analyse_collection`], idempotent through a marker
 //! file) or every unparsed collection below a path ([`analyse_tree`], parallel, resumable),
-//! safe against concurrent runs ([`lock`], [`staging`], [`marker`]) and finishing interrupted
-//! collections ([`recover`]).
+//! safe against concurrent runs and finishing interrupted collections through the collection
+//! contract that the profiler owns (`rlprof_profiler::collection`: lock, staging names,
+//! marker, recovery, the memory-mapped raw bytes).
 //! Memory stays bounded whatever the collection size: only interned strings, step/collective
 //! intervals, per-name aggregates and live allocations are held.
 
@@ -28,17 +29,12 @@ pub mod cluster;
 pub mod decode;
 mod dense;
 mod error;
-pub mod lock;
-pub mod marker;
 pub mod memory;
 pub mod npu;
 mod pickle;
 mod pipe;
-pub mod recover;
 mod rows;
-mod source;
 pub mod sqlite_file;
-pub mod staging;
 mod text;
 pub mod torch;
 

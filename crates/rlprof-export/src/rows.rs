@@ -24,7 +24,8 @@ pub(crate) struct CsvOut {
 impl CsvOut {
     /// Creates the file and writes the header row.
     pub(crate) fn create(path: &Path, header: &[&str]) -> Result<CsvOut, ExportError> {
-        let f = rlprof_profiler::safe_fs::create(path).map_err(ExportError::io(path))?;
+        let f =
+            rlprof_profiler::collection::safe_fs::create(path).map_err(ExportError::io(path))?;
         let mut c = CsvOut {
             w: f,
             buf: Vec::with_capacity(FLUSH_AT + (1 << 12)),

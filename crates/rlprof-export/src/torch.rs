@@ -18,8 +18,8 @@ use crate::chrome::{ChromeWriter, Flavor, Tracks, json_str};
 use crate::decode::{Event, Index};
 use crate::memory::{MemTracker, SnapshotBuilder};
 use crate::pipe::Pipe;
-use crate::staging::{remove_leftovers_of, staging_name};
 use flate2::write::GzEncoder;
+use rlprof_profiler::collection::staging::{remove_leftovers_of, staging_name, write_atomic};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -85,7 +85,7 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
         let p = p.to_path_buf();
         move |source| ExportError::Io { path: p, source }
     };
-    let f = rlprof_profiler::safe_fs::create(&tmp).map_err(io(&tmp))?;
+    let f = rlprof_profiler::collection::safe_fs::create(&tmp).map_err(io(&tmp))?;
     let gz = GzEncoder::new(
         BufWriter::with_capacity(1 << 20, f),
         flate2::Compression::fast(),
@@ -191,6 +191,6 @@ fn write_snapshot(
     let path = dir.join(snapshot_name(s.step, idx.meta.rank));
     let mut bytes = Vec::new();
     crate::pickle::write(&mut bytes, &s.value).map_err(ExportError::io(&path))?;
-    crate::staging::write_atomic(&path, &bytes)?;
+    write_atomic(&path, &bytes)?;
     Ok((s.step, path))
 }

@@ -3,8 +3,9 @@
 
 mod support;
 
-use rlprof_export::analyse::{MARKER, WARNINGS, is_parsed};
+use rlprof_export::analyse::is_parsed;
 use rlprof_export::{ExportError, Outcome, analyse_collection, analyse_tree};
+use rlprof_profiler::collection::marker::{MARKER, WARNINGS};
 use rlprof_profiler::plan::{Content, Level};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use support::*;

@@ -6,9 +6,9 @@ mod support;
 
 use rlprof_export::analyse_collection;
 use rlprof_export::torch::snapshot_name;
-use rlprof_profiler::controller::COLLECTION_LOCK;
+use rlprof_profiler::collection::lock::COLLECTION_LOCK;
+use rlprof_profiler::collection::marker::MARKER;
 use rlprof_profiler::plan::{Content, Level, Tool};
-use rlprof_profiler::raw::marker::MARKER;
 use std::process::Command;
 use support::*;
 

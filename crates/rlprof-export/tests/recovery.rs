@@ -8,8 +8,9 @@
 
 mod support;
 
-use rlprof_export::analyse::{MARKER, WARNINGS, is_parsed};
+use rlprof_export::analyse::is_parsed;
 use rlprof_export::{Outcome, analyse_collection, analyse_tree};
+use rlprof_profiler::collection::marker::{MARKER, WARNINGS};
 use rlprof_profiler::plan::{Content, Level};
 use std::path::{Path, PathBuf};
 use support::*;
@@ -118,7 +119,7 @@ fn collection_in_flight_is_left_alone() {
         .write(true)
         .create(true)
         .truncate(false)
-        .open(unfinished.join(rlprof_export::lock::COLLECTION_LOCK))
+        .open(unfinished.join(rlprof_profiler::collection::lock::COLLECTION_LOCK))
         .unwrap();
     lock.lock().unwrap();
     let r = analyse_tree(tmp.path(), 1, &|_| {}).unwrap();

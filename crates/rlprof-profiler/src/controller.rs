@@ -7,6 +7,7 @@
 //! `{save_path}/step{N}/{e2e|rollout_generate|actor_compute_log_prob|...}/{host}_{pid}_{ts17}_{tool}_pt/`
 //! holding `rlprof_raw/rank_{rank}.rlraw`. The directory is written under a `.tmp` name and renamed
 //! when the collection stops; an existing name is never reused (the timestamp field is bumped).
+//! The names, and the lock held while the directory is written, are [`crate::collection`]'s.
 //!
 //! ```
 //! use rlprof_profiler::{Profiler, plan::{ProfilePlan, RoleCall}};
@@ -21,6 +22,11 @@
 //! ```
 
 use crate::clock;
+use crate::collection::lock::{CollectionLock, lock_new_collection};
+use crate::collection::names::{
+    RAW_DIR, collection_name, hostname, raw_file, step_dir, step_label, timestamp17,
+    unfinished_name,
+};
 use crate::device::{DEVICE_THREAD_BASE, DeviceFinish, DeviceTimeline};
 use crate::intern;
 use crate::plan::{IterKind, ProfilePlan, Role, RoleCall, RolePlan, Tool};
@@ -32,11 +38,6 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// The advisory lock file of a collection directory: the profiler holds it (exclusive `flock`)
-/// from the creation of the `.tmp` directory until the final rename; analysers hold it while
-/// they parse. A `.tmp` directory whose lock nobody holds was left by a process that died.
-pub const COLLECTION_LOCK: &str = "rlprof_analysis.lock";
 use std::thread::JoinHandle;
 
 /// Callback run when a collection completes (must not block: spawn long work).
@@ -96,7 +97,7 @@ type RankEntry = (
 pub type RawOpener = fn(&Path) -> std::io::Result<std::fs::File>;
 
 fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
-    crate::safe_fs::create_new(path)
+    crate::collection::safe_fs::create_new(path)
 }
 
 /// The per-process profiler: owns the plan; hands out one [`RankProfiler`] per rank.
@@ -226,7 +227,7 @@ struct Active {
     started: bool,
     sink: Arc<Sink>,
     /// The collection's lock, held until the directory has its final name.
-    _lock: Option<std::fs::File>,
+    _lock: Option<CollectionLock>,
     tmp_dir: PathBuf,
     final_dir: PathBuf,
     raw_file: PathBuf,
@@ -452,28 +453,19 @@ impl RankProfiler {
         steps: &[u64],
         role_dir: &str,
     ) -> Result<CollectionFiles, crate::ProfilerError> {
-        let parent = plan
-            .save_path
-            .join(format!("step{}", step_label(steps)))
-            .join(role_dir);
+        let parent = plan.save_path.join(step_dir(steps)).join(role_dir);
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| crate::ProfilerError::Io { path, source }
         };
         std::fs::create_dir_all(&parent).map_err(io(&parent))?;
-        let suffix = match plan.tool {
-            Tool::Npu => "ascend_pt",
-            Tool::Torch => "torch_pt",
-            Tool::TorchMemory => "torch_memory_pt",
-            Tool::Nsys => "nsys_pt",
-        };
         let (tmp_dir, final_dir) = {
             let _g = self.inner.names.lock();
             let mut ts = timestamp17(clock::wall_ns());
             loop {
-                let name = format!("{}_{}_{}_{}", self.inner.host, self.inner.pid, ts, suffix);
+                let name = collection_name(&self.inner.host, self.inner.pid, ts, plan.tool);
                 let final_dir = parent.join(&name);
-                let tmp_dir = parent.join(format!("{name}.tmp"));
+                let tmp_dir = parent.join(unfinished_name(&name));
                 if !final_dir.exists() {
                     match std::fs::create_dir(&tmp_dir) {
                         Ok(()) => break (tmp_dir, final_dir),
@@ -484,10 +476,10 @@ impl RankProfiler {
                 ts += 1;
             }
         };
-        let lock = lock_collection(&tmp_dir);
-        let raw_dir = tmp_dir.join("rlprof_raw");
+        let lock = lock_new_collection(&tmp_dir);
+        let raw_dir = tmp_dir.join(RAW_DIR);
         std::fs::create_dir(&raw_dir).map_err(io(&raw_dir))?;
-        let raw_path = raw_dir.join(format!("rank_{}.rlraw", self.rank));
+        let raw_path = raw_file(&tmp_dir, self.rank);
         let file = (self.inner.opener)(&raw_path).map_err(io(&raw_path))?;
         let mut w = RawWriter::from_file(file, &raw_path)?;
         let cal = clock::calibrate();
@@ -514,9 +506,7 @@ impl RankProfiler {
         };
         w.write_meta(&meta)?;
         w.write_calibration(cal)?;
-        let final_raw = final_dir
-            .join("rlprof_raw")
-            .join(format!("rank_{}.rlraw", self.rank));
+        let final_raw = raw_file(&final_dir, self.rank);
         let sink = self.ctx.start(w, plan.contents, plan.caps);
         Ok((sink, lock, tmp_dir, final_dir, final_raw))
     }
@@ -648,95 +638,4 @@ impl Drop for RoleCallGuard {
 }
 
 /// What starting a collection made: sink, lock, `.tmp` and final directories, final raw path.
-type CollectionFiles = (Arc<Sink>, Option<std::fs::File>, PathBuf, PathBuf, PathBuf);
-
-/// Takes the lock of a new collection directory (see [`COLLECTION_LOCK`]). Without it (a file
-/// system without `flock`) the collection still proceeds.
-fn lock_collection(dir: &Path) -> Option<std::fs::File> {
-    let path = dir.join(COLLECTION_LOCK);
-    let f = std::fs::File::options()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path);
-    match f.map(|f| f.try_lock().map(|()| f)) {
-        Ok(Ok(f)) => Some(f),
-        Ok(Err(e)) => {
-            tracing::debug!("{}: not locked ({e})", path.display());
-            None
-        }
-        Err(e) => {
-            tracing::debug!("{}: not locked ({e})", path.display());
-            None
-        }
-    }
-}
-
-/// `5` or `1-2`.
-pub fn step_label(steps: &[u64]) -> String {
-    match (steps.first(), steps.last()) {
-        (Some(a), Some(b)) if a != b => format!("{a}-{b}"),
-        (Some(a), _) => a.to_string(),
-        _ => "0".into(),
-    }
-}
-
-/// The host name (`localhost` when it cannot be read).
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let name = String::from_utf8_lossy(&buf[..end]).into_owned();
-    if rc == 0 && !name.is_empty() {
-        name
-    } else {
-        "localhost".into()
-    }
-}
-
-/// `YYYYmmddHHMMSSfff` (UTC) as an integer — the 17-digit field msprof-analyze sorts by.
-pub fn timestamp17(wall_ns: u64) -> u64 {
-    let ms = wall_ns / 1_000_000;
-    let (secs, milli) = (ms / 1000, ms % 1000);
-    let (days, sod) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    let (hh, mm, ss) = (sod / 3600, (sod % 3600) / 60, sod % 60);
-    ((((y as u64 * 100 + m as u64) * 100 + d as u64) * 100 + hh) * 100 + mm) * 100_000
-        + ss * 1000
-        + milli
-}
-
-/// Days since 1970-01-01 to (year, month, day). Written out because it is the only date
-/// arithmetic this crate needs (Howard Hinnant's civil-from-days algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamp_has_17_digits_and_known_value() {
-        // 2025-08-14 12:34:56.789 UTC
-        let ns = 1_755_174_896_789_000_000u64;
-        assert_eq!(timestamp17(ns), 20250814123456789);
-        assert_eq!(timestamp17(ns).to_string().len(), 17);
-    }
-
-    #[test]
-    fn step_labels() {
-        assert_eq!(step_label(&[5]), "5");
-        assert_eq!(step_label(&[1, 2]), "1-2");
-    }
-}
+type CollectionFiles = (Arc<Sink>, Option<CollectionLock>, PathBuf, PathBuf, PathBuf);

@@ -2,10 +2,12 @@
 //!
 //! Layers, with data flowing one way: a [`plan::ProfilePlan`] (built from the verl YAML and
 //! overrides by the `rlprof-config` crate, or by hand) -> [`controller`] (which step/role/rank
-//! collects, end-to-end or discrete) -> [`recorder`] (fixed-size binary [`record::Record`]s in thread-local buffers, TSC timestamps) -> [`raw`]
-//! (self-checking chunked raw files). Config parsing, parsing of the collected data and exporting
-//! live in other crates; this crate is usable by any Rust program on its own and depends on no
-//! trainer.
+//! collects, end-to-end or discrete) -> [`recorder`] (fixed-size binary [`record::Record`]s in
+//! thread-local buffers, TSC timestamps) -> [`raw`] (self-checking chunked raw files).
+//! [`collection`] owns the on-disk contract of a collection tree (names, locks, staging, the
+//! parsed marker, recovery, memory mapping), shared with the readers. Config parsing, parsing of
+//! the collected data and exporting live in other crates; this crate is usable by any Rust
+//! program on its own and depends on no trainer.
 //!
 //! ```
 //! use rlprof_profiler::{Profiler, plan::{ProfilePlan, RoleCall}, phase, op, name, NameId};
@@ -21,6 +23,7 @@
 pub mod alloc;
 pub mod api;
 pub mod clock;
+pub mod collection;
 pub mod controller;
 pub mod device;
 pub mod error;
@@ -33,7 +36,6 @@ pub mod plan;
 pub mod raw;
 pub mod record;
 pub mod recorder;
-pub mod safe_fs;
 pub mod tracing_layer;
 
 pub use api::{

@@ -3,9 +3,8 @@
 //! names whose rank is not a rank. Each is warned about with the file and the byte offset, or
 //! refused with an error naming the file.
 
-use rlprof_profiler::raw::{
-    CollectionMeta, Event, RankFile, RawIndex, RawWarning, RawWriter, WarningKind, rank_file,
-};
+use rlprof_profiler::collection::names::{RankFile, rank_file};
+use rlprof_profiler::raw::{CollectionMeta, Event, RawIndex, RawWarning, RawWriter, WarningKind};
 use rlprof_profiler::record::{Kind, RangeCat, Record};
 use rlprof_testkit::{RawFileBuilder, T0, raw_meta};
 use std::path::{Path, PathBuf};

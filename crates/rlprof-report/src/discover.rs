@@ -13,8 +13,8 @@
 use crate::Limits;
 use crate::error::ReportError;
 use crate::model::{Loaded, Skipped};
-use rlprof_profiler::raw::marker::listed_files;
-use rlprof_profiler::raw::{RankFile, rank_file};
+use rlprof_profiler::collection::marker::listed_files;
+use rlprof_profiler::collection::names::{RAW_DIR, RankFile, rank_file};
 use std::path::{Path, PathBuf};
 
 /// Deepest directory level searched below the given path.
@@ -53,7 +53,7 @@ fn walk(
     limits: &Limits,
     out: &mut Loaded,
 ) -> Result<(), ReportError> {
-    let raw = dir.join("rlprof_raw");
+    let raw = dir.join(RAW_DIR);
     if raw.is_dir() {
         load_collection(root, dir, &raw, out);
         return Ok(());
@@ -101,7 +101,7 @@ fn walk(
 /// not read a second time as a foreign trace.
 fn written_beside_collections(entries: &[PathBuf]) -> std::collections::HashMap<PathBuf, PathBuf> {
     let mut out = std::collections::HashMap::new();
-    for dir in entries.iter().filter(|d| d.join("rlprof_raw").is_dir()) {
+    for dir in entries.iter().filter(|d| d.join(RAW_DIR).is_dir()) {
         let (Some(parent), Some(files)) = (dir.parent(), listed_files(dir)) else {
             continue;
         };

@@ -8,38 +8,11 @@
 
 use crate::error::ReportError;
 use crate::model::{Detail, Event, MemEvent, NONE, Profile, SourceFormat, Track};
+use rlprof_profiler::collection::mmap::RawBytes;
 use rlprof_profiler::raw::{self as raw, RawIndex, TruncReason};
 use rlprof_profiler::record::RangeCat;
 use std::collections::HashMap;
 use std::path::Path;
-
-/// Files at least this large are memory-mapped; smaller ones are read.
-const MAP_MIN: u64 = 1 << 20;
-
-/// A raw file's bytes.
-enum Bytes {
-    Mapped(memmap2::Mmap),
-    Read(Vec<u8>),
-}
-
-impl Bytes {
-    fn open(path: &Path) -> std::io::Result<Bytes> {
-        let file = std::fs::File::open(path)?;
-        if file.metadata()?.len() < MAP_MIN {
-            return std::fs::read(path).map(Bytes::Read);
-        }
-        // SAFETY: a read-only mapping of a raw file, which the profiler never writes again once
-        // its collection is closed; the bytes are only read through `&[u8]`.
-        unsafe { memmap2::Mmap::map(&file) }.map(Bytes::Mapped)
-    }
-
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m) => m,
-            Bytes::Read(v) => v,
-        }
-    }
-}
 
 /// An event's string ids, resolved once every event is in (names are interned in event order).
 #[derive(Default)]
@@ -67,7 +40,7 @@ pub fn load_raw(path: &Path, group: &str) -> Result<Profile, ReportError> {
         path: path.to_path_buf(),
         message,
     };
-    let bytes = Bytes::open(path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+    let bytes = RawBytes::open(path).map_err(|e| fail(e.to_string()))?;
     let idx =
         RawIndex::scan(bytes.bytes(), path, |_| {}, |_| {}).map_err(|e| fail(e.to_string()))?;
     let mut p = Profile::new(

@@ -26,7 +26,7 @@ use crate::decode::Index;
 pub use crate::npu::Layout;
 use crate::npu::OUTPUT_DIR;
 use crate::sqlite_file::{Database, Value};
-use crate::staging::staging_name;
+use rlprof_profiler::collection::staging::staging_name;
 use std::path::{Path, PathBuf};
 
 /// The profiler DB's file name for `rank`.
@@ -67,7 +67,7 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
         std::fs::remove_dir_all(&final_dir).map_err(ExportError::io(&final_dir))?;
     }
     std::fs::rename(&tmp, &final_dir).map_err(ExportError::io(&final_dir))?;
-    rlprof_profiler::safe_fs::write(&final_dir.join("analyse.done"), b"")
+    rlprof_profiler::collection::safe_fs::write(&final_dir.join("analyse.done"), b"")
         .map_err(ExportError::io(&final_dir))?;
     outputs.push(final_dir.join(db_name));
     outputs.push(final_dir.join(ANALYSIS_DB));

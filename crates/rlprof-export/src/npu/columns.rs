@@ -123,7 +123,7 @@ pub(super) fn csv_writer(
     path: &Path,
     header: &[&str],
 ) -> Result<csv::Writer<BufWriter<File>>, ExportError> {
-    let f = rlprof_profiler::safe_fs::create(path).map_err(ExportError::io(path))?;
+    let f = rlprof_profiler::collection::safe_fs::create(path).map_err(ExportError::io(path))?;
     let mut w = csv::Writer::from_writer(BufWriter::with_capacity(1 << 16, f));
     w.write_record(header).map_err(|source| ExportError::Csv {
         path: path.to_path_buf(),

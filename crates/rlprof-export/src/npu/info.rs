@@ -4,7 +4,7 @@
 use super::matrix::Layout;
 use crate::ExportError;
 use crate::decode::Index;
-use crate::staging::write_atomic;
+use rlprof_profiler::collection::staging::write_atomic;
 use rlprof_profiler::plan::{Content, Level};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -31,7 +31,7 @@ pub(super) fn write_json(path: &Path, v: &Value) -> Result<(), ExportError> {
         path: path.to_path_buf(),
         source,
     })?;
-    write_atomic(path, &text)
+    Ok(write_atomic(path, &text)?)
 }
 
 fn profiler_level_name(level: &str) -> &'static str {

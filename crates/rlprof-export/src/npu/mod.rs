@@ -32,9 +32,9 @@ pub use matrix::{Layout, OUTPUT_DIR, files_for, kernel_header, level_rank};
 use crate::ExportError;
 use crate::attrib::Attributor;
 use crate::decode::Index;
-use crate::staging::staging_name;
 use exporter::Exporter;
 use matrix::has_content;
+use rlprof_profiler::collection::staging::staging_name;
 use std::path::{Path, PathBuf};
 use trace_feed::{TraceFeed, trace_writer};
 
@@ -71,7 +71,7 @@ pub fn export_text(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError>
         std::fs::remove_dir_all(&final_dir).map_err(ExportError::io(&final_dir))?;
     }
     std::fs::rename(&tmp, &final_dir).map_err(ExportError::io(&final_dir))?;
-    rlprof_profiler::safe_fs::write(&final_dir.join("analyse.done"), b"")
+    rlprof_profiler::collection::safe_fs::write(&final_dir.join("analyse.done"), b"")
         .map_err(ExportError::io(&final_dir))?;
     outputs.extend(files.iter().map(|f| final_dir.join(f)));
     Ok(outputs)

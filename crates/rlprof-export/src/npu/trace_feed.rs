@@ -119,7 +119,7 @@ fn write_trace(
 
 /// `trace_view.json` opened, with the track metadata written.
 pub(super) fn trace_writer(idx: &Index, path: &Path) -> Result<TraceWriter, ExportError> {
-    let f = rlprof_profiler::safe_fs::create(path).map_err(ExportError::io(path))?;
+    let f = rlprof_profiler::collection::safe_fs::create(path).map_err(ExportError::io(path))?;
     let tracks = Tracks {
         host_pid: idx.meta.pid as u64,
         device_pid: 1_000_000 + idx.meta.rank as u64,

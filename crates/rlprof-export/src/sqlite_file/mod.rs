@@ -75,7 +75,7 @@ impl Database {
     /// Creates (or truncates) `path` with `tables`, empty; rows go to a table by its index in
     /// `tables`.
     pub fn create(path: &Path, tables: &[Table]) -> io::Result<Database> {
-        let file = rlprof_profiler::safe_fs::create(path)?;
+        let file = rlprof_profiler::collection::safe_fs::create(path)?;
         let sink = PageSink::new(BufWriter::with_capacity(WRITE_BUFFER, file))?;
         let tables = tables
             .iter()

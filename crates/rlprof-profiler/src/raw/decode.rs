@@ -44,11 +44,12 @@
 
 use super::event::{Event, TimeCheck};
 use super::meta::CollectionMeta;
-use super::names::{Names, RankFile, rank_file};
+use super::names::Names;
 use super::reader::{Chunk, ChunkRef, Corruption, SliceReader};
 use super::writer::Truncation;
 use crate::ProfilerError;
 use crate::clock::{Calibration, TickMapper};
+use crate::collection::names::{RankFile, rank_file};
 use crate::record::{Kind, RECORD_SIZE, RangeCat, Record};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -12,14 +12,14 @@
 //! - `reader`: chunk-level reading, streaming ([`RawReader`]) or over bytes in memory
 //!   ([`SliceReader`]), one chunk at a time, so memory stays bounded whatever the file size;
 //! - `meta`: the Meta chunk, [`CollectionMeta`], in the plan's own types;
-//! - `names`: the string table and the one reading of rank file names ([`rank_file`]);
+//! - `names`: the string table;
 //! - `event` and `decode`: the one decoder every reader uses, [`RawIndex`] (clock mapping,
-//!   Ext pairing into typed [`Event`]s, validation of impossible contents);
-//! - `marker`: the read side of a parsed collection's marker (which files its analysis wrote).
+//!   Ext pairing into typed [`Event`]s, validation of impossible contents).
+//!
+//! Where raw files live in a collection, and what they are called, is [`crate::collection`]'s.
 
 mod decode;
 mod event;
-pub mod marker;
 mod meta;
 mod names;
 mod reader;
@@ -28,7 +28,6 @@ mod writer;
 pub use decode::{ClockWindow, RawIndex, RawWarning, WarningKind};
 pub use event::{CommEv, Event, KernelEv, MemEv, RangeEv};
 pub use meta::{CollectionMeta, RoleSchedule};
-pub use names::{RankFile, rank_file};
 pub use reader::{Chunk, ChunkRef, Corruption, RawReader, RawSummary, SliceReader, records_of};
 pub use writer::{RawWriter, TruncReason, Truncation};
 

@@ -1,9 +1,7 @@
-//! Names a raw file holds or has: its string table ([`Names`], by id) and its own file name
-//! (`rank_N.rlraw`, [`rank_file`]), which `rlprof analyse` and `rlprof report` both read through
-//! [`rank_file`] so that they agree on which files of a collection are rank files.
+//! The string table a raw file holds ([`Names`], by id). (The file's own name, `rank_N.rlraw`,
+//! is the collection layout's: `crate::collection::names::rank_file`.)
 
 use std::collections::HashMap;
-use std::path::Path;
 
 /// Ids below this many (plus four times the number of strings read) are kept in a dense table;
 /// larger ones, which only a crafted file has (the profiler numbers strings from 0 up), go to a
@@ -55,80 +53,9 @@ impl Names {
     }
 }
 
-/// What a file name in a collection's `rlprof_raw/` is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RankFile {
-    /// Not named `rank_*.rlraw`: not a rank file, ignored by `rlprof analyse` and `rlprof report`.
-    Other,
-    /// `rank_N.rlraw` with `N` a rank (a decimal `u32`, written as the profiler writes it).
-    Rank(u32),
-    /// Named `rank_*.rlraw`, but `*` is not a rank (negative, too large for a rank, not a
-    /// decimal number, or with leading zeros): the file is refused, with this reason.
-    Invalid(String),
-}
-
-/// The rank of a raw file from its name: `rank_3.rlraw` -> [`RankFile::Rank`]`(3)`. The one
-/// reading of rank file names, shared by the decoder, `rlprof analyse` and `rlprof report`.
-pub fn rank_file(path: &Path) -> RankFile {
-    let Some(name) = path.file_name() else {
-        return RankFile::Other;
-    };
-    let name = name.to_string_lossy();
-    let Some(n) = name
-        .strip_prefix("rank_")
-        .and_then(|n| n.strip_suffix(".rlraw"))
-    else {
-        return RankFile::Other;
-    };
-    let invalid = |why: &str| {
-        RankFile::Invalid(format!(
-            "the file name's rank `{n}` {why} (ranks are written as decimal numbers from 0 to {})",
-            u32::MAX
-        ))
-    };
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return if n.starts_with('-') && n.len() > 1 {
-            invalid("is negative")
-        } else {
-            invalid("is not a number")
-        };
-    }
-    if n.len() > 1 && n.starts_with('0') {
-        return invalid("has leading zeros");
-    }
-    match n.parse::<u32>() {
-        Ok(r) => RankFile::Rank(r),
-        Err(_) => invalid("is out of range"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rank_file_names() {
-        let r = |n: &str| rank_file(Path::new(n));
-        assert_eq!(r("rank_0.rlraw"), RankFile::Rank(0));
-        assert_eq!(r("/x/rlprof_raw/rank_17.rlraw"), RankFile::Rank(17));
-        assert_eq!(r("rank_4294967295.rlraw"), RankFile::Rank(u32::MAX));
-        assert_eq!(r("rank_0.rlraw.tmp"), RankFile::Other);
-        assert_eq!(r("other.rlraw"), RankFile::Other);
-        assert_eq!(r("rank_3.json"), RankFile::Other);
-        for (bad, why) in [
-            ("rank_4294967296.rlraw", "out of range"),
-            ("rank_-1.rlraw", "negative"),
-            ("rank_+1.rlraw", "not a number"),
-            ("rank_.rlraw", "not a number"),
-            ("rank_1e3.rlraw", "not a number"),
-            ("rank_007.rlraw", "leading zeros"),
-        ] {
-            match r(bad) {
-                RankFile::Invalid(m) => assert!(m.contains(why), "{bad}: {m}"),
-                other => panic!("{bad}: {other:?}"),
-            }
-        }
-    }
 
     #[test]
     fn huge_string_ids_do_not_allocate_a_dense_table() {

@@ -8,6 +8,7 @@ use super::{CHUNK_BYTES, Limits, MAP_MIN_BYTES};
 use crate::error::ReportError;
 use crate::model::{Profile, SourceFormat};
 use rayon::prelude::*;
+use rlprof_profiler::collection::mmap::{AnonMapping, Mapping};
 use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
@@ -86,7 +87,7 @@ pub fn read_into(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(), Re
     // written once by the profiler and not modified while a report is built. (Not
     // pre-faulted with `populate`, which maps every page on this thread: the parallel UTF-8
     // check touches the pages first, on every thread.)
-    let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(crate::error::io(path))?;
+    let map = unsafe { Mapping::map_file(&file) }.map_err(crate::error::io(path))?;
     let release = Release::File(&map);
     let text = text_of(&map);
     // Text that had to be repaired is a copy in memory: nothing of it can be given back.
@@ -135,7 +136,7 @@ fn read_gz(
     };
     let mut input = decoder().map_err(crate::error::io(path))?;
     // One byte more than the hint: filling it says the hint was short.
-    let mut map = memmap2::MmapMut::map_anon(hint + 1).map_err(crate::error::io(path))?;
+    let mut map = AnonMapping::new(hint + 1).map_err(crate::error::io(path))?;
     let mut filled = 0;
     while filled < map.len() {
         match input.read(&mut map[filled..]) {
@@ -157,7 +158,7 @@ fn read_gz(
         parsed?.finish(p);
         return Ok(());
     }
-    let map = map.make_read_only().map_err(crate::error::io(path))?;
+    let map = map.into_read_only().map_err(crate::error::io(path))?;
     let text = text_of(&map[..filled]);
     let release = match text {
         Cow::Borrowed(_) => Release::Consumed(&map),

@@ -18,6 +18,9 @@
 //!   (`file::read_gz`).
 //!
 //! Text held in a `Vec` (small files, streams, text repaired as UTF-8) gives nothing back.
+//! The mappings are `rlprof_profiler::collection::mmap`'s, the workspace's one wrapper.
+
+use rlprof_profiler::collection::mmap::Mapping;
 
 /// Where a parse may give back pages of the text it has read: the mapping the text lies in,
 /// if it is one, and which kind.
@@ -26,16 +29,10 @@ pub(super) enum Release<'m> {
     /// Nothing is given back.
     None,
     /// A read-only file mapping: any page, at any time.
-    File(&'m memmap2::Mmap),
+    File(&'m Mapping),
     /// An anonymous mapping (the text itself): only text that was parsed and checked.
-    Consumed(&'m memmap2::Mmap),
+    Consumed(&'m Mapping),
 }
-
-/// Granule of what is given back: pages wholly inside a range (4 KiB pages; on a system with
-/// larger pages the kernel rounds the start down, which for a file only costs a re-read of a
-/// neighbour's page; an anonymous text is only ever given back up to a checked position, with
-/// the whole page before it consumed too).
-const PAGE: usize = 4096;
 
 impl Release<'_> {
     /// Gives back the pages wholly inside `from..to` of a file mapping, just read (nothing for
@@ -62,23 +59,18 @@ impl Release<'_> {
     }
 }
 
-fn give_back(map: &memmap2::Mmap, from: usize, to: usize) {
-    let to = to.min(map.len());
-    let start = from.div_ceil(PAGE) * PAGE;
-    let end = to / PAGE * PAGE;
-    if end <= start {
-        return;
-    }
+/// Gives back the pages wholly inside `from..to` (the wrapper rounds to whole pages: 4 KiB,
+/// on a system with larger pages the kernel rounds the start down, which for a file only costs
+/// a re-read of a neighbour's page; an anonymous text is only ever given back up to a checked
+/// position, with the whole page before it consumed too).
+fn give_back(map: &Mapping, from: usize, to: usize) {
     // SAFETY: for a file mapping (read-only, of a file not modified while a report is built:
     // the assumption it was mapped under, see `file::read_into`), dropping pages only makes
     // the next access read them back from the file, so the bytes any `&str` into the text
     // sees do not change. For an anonymous text, `consumed` is only called on text before the
     // position a checked parse has passed; nothing reads it again (later chunks, the rest of
     // the document, and each chunk's results own what they keep; an error's position is
-    // mapped to a line by reading the file again). The range is inside the map.
-    let res = unsafe {
-        map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
-    };
-    // Failing to give pages back only costs memory, never correctness.
-    let _ = res;
+    // mapped to a line by reading the file again). Failing to give pages back only costs
+    // memory, never correctness.
+    unsafe { map.discard_pages(from, to) }
 }

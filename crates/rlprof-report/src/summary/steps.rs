@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 /// `step1` from `step1/e2e`: (run, step label).
 fn run_and_step(p: &Profile) -> (String, String) {
     let first = p.group.split('/').next().unwrap_or("");
-    let label = rlprof_profiler::controller::step_label(&p.steps);
+    let label = rlprof_profiler::collection::names::step_label(&p.steps);
     match first.strip_prefix("step") {
         Some(s) if !s.is_empty() => (String::new(), s.to_string()),
         _ => (p.group.clone(), label),

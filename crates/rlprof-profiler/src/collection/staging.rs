@@ -6,7 +6,7 @@
 //! Leftovers of a killed run are removed by the next run that holds the collection's lock
 //! ([`remove_leftovers`]).
 
-use crate::ExportError;
+use crate::ProfilerError;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -24,15 +24,19 @@ pub fn staging_name(path: &Path) -> PathBuf {
 }
 
 /// Writes `bytes` to `path` through a staging file and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
+/// Never through a link planted at the staging name (see `safe_fs`).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ProfilerError> {
     let tmp = staging_name(path);
-    if let Err(e) = rlprof_profiler::safe_fs::write(&tmp, bytes) {
+    if let Err(source) = super::safe_fs::write(&tmp, bytes) {
         let _ = std::fs::remove_file(&tmp);
-        return Err(ExportError::io(&tmp)(e));
+        return Err(ProfilerError::Io { path: tmp, source });
     }
-    std::fs::rename(&tmp, path).map_err(|e| {
+    std::fs::rename(&tmp, path).map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
-        ExportError::io(path)(e)
+        ProfilerError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
     })
 }
 

@@ -3,25 +3,17 @@
 //! The profiler writes a collection under `{name}.tmp` and renames it when the collection stops.
 //! A process that dies first (SIGKILL, a crash, a full disk at the rename) leaves the `.tmp`
 //! directory behind, with a raw file whose self-checking chunks hold everything flushed before
-//! the end. Once nobody holds the collection's lock (see [`crate::lock`]), [`finish`] gives such
+//! the end. Once nobody holds the collection's lock (see [`super::lock`]), [`finish`] gives such
 //! a directory a final name, never one that exists, and records where it came from in
 //! [`RECOVERED`]; the analysis then marks it `partial`.
 
-use crate::ExportError;
-use crate::staging::write_atomic;
+use super::names::TMP_SUFFIX;
+use super::staging::write_atomic;
+use crate::ProfilerError;
 use std::path::{Path, PathBuf};
 
 /// Written into a recovered collection: `{"recovered_from": "<name>.tmp"}`.
 pub const RECOVERED: &str = "rlprof_recovered.json";
-
-/// Suffix of a collection still in flight or interrupted.
-pub const TMP_SUFFIX: &str = ".tmp";
-
-/// Whether `dir` is named like an unfinished collection (`*.tmp`).
-pub fn is_unfinished(dir: &Path) -> bool {
-    dir.file_name()
-        .is_some_and(|n| n.to_string_lossy().ends_with(TMP_SUFFIX))
-}
 
 /// Where an earlier recovery found this collection (`None`: it finished normally).
 pub fn recovered_from(dir: &Path) -> Option<String> {
@@ -33,7 +25,11 @@ pub fn recovered_from(dir: &Path) -> Option<String> {
 /// Gives the unfinished collection `tmp_dir` a final name and returns it. The caller holds the
 /// collection's lock. The name is the one the profiler would have used; when that exists the
 /// timestamp field is bumped (as the profiler does), so no data is ever renamed over.
-pub fn finish(tmp_dir: &Path) -> Result<PathBuf, ExportError> {
+pub fn finish(tmp_dir: &Path) -> Result<PathBuf, ProfilerError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ProfilerError::Io { path, source }
+    };
     let name = tmp_dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -50,17 +46,17 @@ pub fn finish(tmp_dir: &Path) -> Result<PathBuf, ExportError> {
         match std::fs::create_dir(&target) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(ExportError::io(&target)(e)),
+            Err(e) => return Err(io(&target)(e)),
         }
         return match std::fs::rename(tmp_dir, &target) {
             Ok(()) => Ok(target),
             Err(e) => {
                 let _ = std::fs::remove_dir(&target);
-                Err(ExportError::io(tmp_dir)(e))
+                Err(io(tmp_dir)(e))
             }
         };
     }
-    Err(ExportError::io(tmp_dir)(std::io::Error::other(
+    Err(io(tmp_dir)(std::io::Error::other(
         "no free final name for the recovered collection",
     )))
 }
