@@ -348,8 +348,10 @@ mod tests {
             let path = dir.path().join(format!("rank_{dropped}.rlraw"));
             let _ = std::fs::remove_file(&path);
             let mut w = RawWriter::create(&path).unwrap();
-            w.write_meta(&serde_json::json!({"tool": "npu", "level": "level1", "rank": 0, "discrete": true}))
-                .unwrap();
+            w.write_meta(
+                &serde_json::json!({"tool": "npu", "level": "level1", "rank": 0, "discrete": true}),
+            )
+            .unwrap();
             w.write_records(0, &[rec(1, Kind::Kernel, 0, 0)]).unwrap();
             w.write_end(1, dropped).unwrap();
             drop(w);

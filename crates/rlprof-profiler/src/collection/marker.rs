@@ -1,6 +1,6 @@
 //! A collection's "parsed" marker ([`MARKER`], JSON): which files the analysis wrote, so that
 //! `analyse` knows a collection is done and `report` does not read a collection's own outputs a
-//! second time beside its raw data. Both sides live here: [`write`] (called by `rlprof-export`
+//! second time beside its raw data. Both sides live here: [`write()`] (called by `rlprof-export`
 //! once every output is in place) and [`listed_files`] / [`complete`] (`analyse`, `report`).
 //!
 //! The marker is the analysis report (a JSON object the caller passes in) plus `files`: every

@@ -38,7 +38,7 @@ pub struct CollectionMeta {
     pub contents: Contents,
     /// Automatic analysis requested.
     pub analysis: bool,
-    /// Rank as the writer saw it (readers use the file name's rank, see [`super::names::rank_file`]).
+    /// Rank as the writer saw it (readers use the file name's rank, see [`crate::collection::names::rank_file`]).
     pub rank: u32,
     /// World size (at least 1 once decoded).
     pub world_size: u32,
