@@ -45,5 +45,5 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    let _ = rlprof_report::ascend::load_ascend(out, "fuzz", &Limits::default());
+    let _ = rlprof_report::ascend_text_reader::load_ascend(out, "fuzz", &Limits::default());
 });

@@ -29,6 +29,6 @@ fuzz_target!(|data: &[u8]| {
         let _ = std::fs::remove_file(PathBuf::from(p));
     }
     if std::fs::write(db, data).is_ok() {
-        let _ = rlprof_report::ascend_db::load_db(db, "fuzz", &Limits::default());
+        let _ = rlprof_report::ascend_db_reader::load_db(db, "fuzz", &Limits::default());
     }
 });

@@ -15,5 +15,5 @@ fuzz_target!(|data: &[u8]| {
         0,
         "fuzz".into(),
     );
-    let _ = rlprof_report::chrome::read_stream(data, path, &mut p, &Limits::default());
+    let _ = rlprof_report::chrome_reader::read_stream(data, path, &mut p, &Limits::default());
 });

@@ -429,7 +429,7 @@ pub(crate) fn analyse(path: &Path, jobs: usize, cluster: bool) -> Result<ExitCod
     };
     bar.finish_and_clear();
     if report.found == 0 && cluster {
-        let dbs = rlprof_export::ascend_db::read::find_dbs(path).len();
+        let dbs = rlprof_export::cluster_db_reader::find_dbs(path).len();
         if dbs > 0 {
             outln!(
                 "no raw data below {}; the cluster analysis reads its {dbs} Ascend profiler DB(s)",

@@ -205,8 +205,9 @@ fn interrupted_run(root: &Path, stop: Stop) -> bool {
 fn has_ascend_db(collection: &Path) -> bool {
     std::fs::read_dir(collection.join("ASCEND_PROFILER_OUTPUT"))
         .map(|d| {
-            d.flatten()
-                .any(|e| rlprof_report::ascend_db::is_db_name(&e.file_name().to_string_lossy()))
+            d.flatten().any(|e| {
+                rlprof_report::ascend_db_reader::is_db_name(&e.file_name().to_string_lossy())
+            })
         })
         .unwrap_or(false)
 }

@@ -176,7 +176,7 @@ fn main() {
         wall[0].push(w);
         cpu[0].push(c);
         if !decode_only {
-            let (_, w, c) = timed(|| rlprof_export::ascend::export(&coll, &idx).unwrap());
+            let (_, w, c) = timed(|| rlprof_export::ascend_writer::export(&coll, &idx).unwrap());
             wall[1].push(w);
             cpu[1].push(c);
             let (files, w, c) = timed(|| rlprof_export::torch::export(&coll, &idx).unwrap());

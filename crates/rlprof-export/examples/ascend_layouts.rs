@@ -8,7 +8,7 @@
 //!
 //! Timed from outside with `scripts/paired_time.sh` (one layout against the other, paired runs).
 
-use rlprof_export::ascend_db::Layout;
+use rlprof_export::ascend_db_writer::Layout;
 use rlprof_export::decode::Index;
 use rlprof_profiler::clock::Calibration;
 use rlprof_profiler::raw::RawWriter;
@@ -94,7 +94,7 @@ fn bytes_below(p: &Path) -> u64 {
 fn export(dir: &Path, layout: Layout) {
     let col: PathBuf = dir.join(COLLECTION);
     let idx = Index::build(&col.join("rlprof_raw/rank_0.rlraw")).unwrap();
-    rlprof_export::ascend::export_as(&col, &idx, layout).unwrap();
+    rlprof_export::ascend_writer::export_as(&col, &idx, layout).unwrap();
     let c = idx.counts;
     let events = c.ranges + c.kernels + c.comms + c.memory;
     let bytes = bytes_below(&col.join(rlprof_export::npu::OUTPUT_DIR));

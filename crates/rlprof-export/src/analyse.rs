@@ -387,7 +387,7 @@ fn export(
     // what its collections parse into.
     use rlprof_profiler::plan::Tool;
     match idx.meta.tool {
-        Tool::Npu => crate::ascend::export(dir, idx),
+        Tool::Npu => crate::ascend_writer::export(dir, idx),
         Tool::Torch => crate::torch::export(dir, idx),
         Tool::TorchMemory => crate::torch::export_memory(dir, idx),
         Tool::Nsys => {

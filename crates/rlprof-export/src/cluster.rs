@@ -15,7 +15,7 @@
 //!   point-to-point ops (with a peer) are reported as they are.
 //!
 //! Collections without raw data of ours but with an Ascend profiler DB (torch_npu's
-//! `export_type=Db` output) are read from the DB ([`crate::ascend_db::read`]).
+//! `export_type=Db` output) are read from the DB ([`crate::cluster_db_reader`]).
 //!
 //! Outputs, in `{PATH}/cluster_analysis/`: `cluster_step.csv`, `cluster_roles.csv`,
 //! `cluster_bandwidth.csv`, `cluster_pairs.csv` and `cluster_analysis.json` (everything, with
@@ -416,7 +416,7 @@ pub fn slowest(steps: &[RankStep]) -> Option<Slowest> {
 /// Analyses every collection at or below `path`: raw files (parsed or not), and the Ascend
 /// profiler DBs of directories without raw data (torch_npu's or a copy of our DB layout).
 pub fn analyse_cluster(path: &Path) -> Result<ClusterReport, ExportError> {
-    let dbs = crate::ascend_db::read::find_dbs(path);
+    let dbs = crate::cluster_db_reader::find_dbs(path);
     let mut rep = ClusterReport {
         collections: find_collections(path)?,
         ..Default::default()
@@ -435,7 +435,7 @@ pub fn analyse_cluster(path: &Path) -> Result<ClusterReport, ExportError> {
     // One bad DB (not a file, hostile schema, too slow) skips its rank, not the analysis.
     let mut read_any = false;
     for db in dbs {
-        match crate::ascend_db::read::read_rank(&db) {
+        match crate::cluster_db_reader::read_rank(&db) {
             Ok(r) => {
                 for n in &r.notes {
                     tracing::warn!("{}: {n}", db.display());
@@ -489,7 +489,7 @@ fn add_rank(rep: &mut ClusterReport, comm: &mut CommTotals, rank: u32, world: u3
 }
 
 /// A DB's rank data, taken as [`take_event`] takes the raw events.
-fn db_rank_data(r: &crate::ascend_db::read::DbRank) -> RankData {
+fn db_rank_data(r: &crate::cluster_db_reader::DbRank) -> RankData {
     let mut d = RankData::default();
     for s in &r.steps {
         d.steps.insert(

@@ -6,8 +6,8 @@
 //! the exporters write their outputs incrementally:
 //! - [`npu`]: the Ascend profiler directory (`profiler_info_{rank}.json`,
 //!   `profiler_metadata.json`, `ASCEND_PROFILER_OUTPUT/*`) that msprof-analyze and MindStudio
-//!   Insight read, in the text layout or the DB layout ([`ascend_db`], the default), the
-//!   layout picked by [`ascend`];
+//!   Insight read, in the text layout or the DB layout ([`ascend_db_writer`], the default), the
+//!   layout picked by [`ascend_writer`];
 //! - [`torch`]: a PyTorch-profiler Chrome trace (`*.pt.trace.json.gz`) for Perfetto,
 //!   chrome://tracing and HolisticTraceAnalysis;
 //! - [`memory`]: PyTorch memory snapshot pickles for `torch.cuda._memory_viz`.
@@ -21,11 +21,12 @@
 //! intervals, per-name aggregates and live allocations are held.
 
 pub mod analyse;
-pub mod ascend;
-pub mod ascend_db;
+pub mod ascend_db_writer;
+pub mod ascend_writer;
 pub mod attrib;
-mod chrome;
+mod chrome_writer;
 pub mod cluster;
+pub mod cluster_db_reader;
 pub mod decode;
 mod dense;
 mod error;
@@ -35,7 +36,7 @@ mod pickle;
 mod pipe;
 mod rows;
 pub mod sqlite_file;
-mod text;
+mod text_format;
 pub mod torch;
 
 pub use analyse::{Outcome, Report, TreeEvent, TreeReport, analyse_collection, analyse_tree};

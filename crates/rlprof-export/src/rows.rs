@@ -1,10 +1,10 @@
 //! A CSV file written row by row from a reusable line buffer (no per-field allocation).
 //!
-//! Text fields are escaped with [`text::csv_field`] (the `csv` crate's rule), so the bytes are
+//! Text fields are escaped with [`text_format::csv_field`] (the `csv` crate's rule), so the bytes are
 //! those the `csv` crate writes for the same fields.
 
 use crate::ExportError;
-use crate::text;
+use crate::text_format;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ pub(crate) struct CsvOut {
     buf: Vec<u8>,
     path: PathBuf,
     in_row: bool,
-    ts: text::UsCache,
+    ts: text_format::UsCache,
 }
 
 impl CsvOut {
@@ -31,7 +31,7 @@ impl CsvOut {
             buf: Vec::with_capacity(FLUSH_AT + (1 << 12)),
             path: path.to_path_buf(),
             in_row: false,
-            ts: text::UsCache::default(),
+            ts: text_format::UsCache::default(),
         };
         for h in header {
             c.str(h);
@@ -52,7 +52,7 @@ impl CsvOut {
     #[inline]
     pub(crate) fn str(&mut self, s: &str) {
         self.sep();
-        text::csv_field(&mut self.buf, s);
+        text_format::csv_field(&mut self.buf, s);
     }
 
     /// A field already in CSV form (numbers, cached escaped names).
@@ -79,14 +79,14 @@ impl CsvOut {
     #[inline]
     pub(crate) fn uint(&mut self, v: u64) {
         self.sep();
-        text::uint(&mut self.buf, v);
+        text_format::uint(&mut self.buf, v);
     }
 
     /// `format!("{:.D$}", x)`.
     #[inline]
     pub(crate) fn fixed(&mut self, x: f64, decimals: u32) {
         self.sep();
-        text::fixed(&mut self.buf, x, decimals);
+        text_format::fixed(&mut self.buf, x, decimals);
     }
 
     /// Ends the row.

@@ -14,7 +14,7 @@
 
 use crate::ExportError;
 use crate::attrib::{Attributor, Out};
-use crate::chrome::{ChromeWriter, Flavor, Tracks, json_str};
+use crate::chrome_writer::{ChromeWriter, Flavor, Tracks, json_str};
 use crate::decode::{Event, Index};
 use crate::memory::{MemTracker, SnapshotBuilder};
 use crate::pipe::Pipe;

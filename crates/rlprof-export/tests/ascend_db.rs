@@ -5,7 +5,7 @@
 mod support;
 
 use rlprof_export::analyse_collection;
-use rlprof_export::ascend_db::{self, Layout};
+use rlprof_export::ascend_db_writer::{self, Layout};
 use rlprof_export::decode::Index;
 use rlprof_export::npu;
 use rlprof_profiler::plan::{Content, ExportType, Level};
@@ -505,8 +505,8 @@ fn count(conn: &Connection, sql: &str) -> i64 {
 
 fn open_dbs(dir: &Path, rank: u32) -> (Connection, Connection) {
     let out = dir.join(npu::OUTPUT_DIR);
-    let p = Connection::open(out.join(ascend_db::profiler_db_name(rank))).unwrap();
-    let a = Connection::open(out.join(ascend_db::ANALYSIS_DB)).unwrap();
+    let p = Connection::open(out.join(ascend_db_writer::profiler_db_name(rank))).unwrap();
+    let a = Connection::open(out.join(ascend_db_writer::ANALYSIS_DB)).unwrap();
     (p, a)
 }
 
@@ -530,7 +530,7 @@ fn db_is_the_layout_asked_for_and_holds_only_the_dbs() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    let db = ascend_db::profiler_db_name(rank);
+    let db = ascend_db_writer::profiler_db_name(rank);
     let mut want = vec!["analyse.done".to_string(), "analysis.db".into(), db];
     want.sort();
     assert_eq!(names, want, "data simplification: only the DBs");
@@ -578,7 +578,7 @@ fn tables_and_columns_msprof_analyze_reads_are_there() {
         }
     }
     // Every table of our schema is written with exactly its declared columns.
-    for t in ascend_db::schema::PROFILER_TABLES {
+    for t in ascend_db_writer::schema::PROFILER_TABLES {
         let want: Vec<&str> = t.columns.iter().map(|c| c.0).collect();
         assert_eq!(columns(&p, t.name), want, "{}", t.name);
     }
@@ -659,10 +659,10 @@ fn step_trace_equals_the_text_layout() {
     let dir = &done[0].dir;
     let raw = &rlprof_export::analyse::raw_files(dir)[0];
     let idx = Index::build(raw).unwrap();
-    rlprof_export::ascend::export_as(dir, &idx, Layout::Text).unwrap();
+    rlprof_export::ascend_writer::export_as(dir, &idx, Layout::Text).unwrap();
     let (h, rows) = read_csv(&dir.join(npu::OUTPUT_DIR).join("step_trace_time.csv"));
     assert_eq!(rows.len(), 1, "one step per collection");
-    rlprof_export::ascend::export_as(dir, &idx, Layout::Db).unwrap();
+    rlprof_export::ascend_writer::export_as(dir, &idx, Layout::Db).unwrap();
     let (_, a) = open_dbs(dir, idx.meta.rank);
     let cols: Vec<String> = columns(&a, "StepTraceTime");
     for row in rows {

@@ -7,7 +7,7 @@
 mod support;
 
 use rlprof_export::analyse_tree;
-use rlprof_export::ascend_db::Layout;
+use rlprof_export::ascend_db_writer::Layout;
 use rlprof_export::decode::Index;
 use rlprof_profiler::plan::{Content, ExportType, Level};
 use rusqlite::Connection;
@@ -225,7 +225,7 @@ fn export_all(root: &Path, layout: Layout) {
     for dir in rlprof_export::analyse::find_collections(root).unwrap() {
         for raw in rlprof_export::analyse::raw_files(&dir) {
             let idx = Index::build(&raw).unwrap();
-            rlprof_export::ascend::export_as(&dir, &idx, layout).unwrap();
+            rlprof_export::ascend_writer::export_as(&dir, &idx, layout).unwrap();
         }
     }
 }

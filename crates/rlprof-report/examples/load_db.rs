@@ -5,7 +5,7 @@
 fn main() {
     let path = std::env::args().nth(1).expect("usage: load_db FILE.db");
     let t = std::time::Instant::now();
-    let p = rlprof_report::ascend_db::load_db(
+    let p = rlprof_report::ascend_db_reader::load_db(
         std::path::Path::new(&path),
         "bench",
         &Default::default(),

@@ -2,7 +2,7 @@
 //! oracle the hand-written reader is checked against: on the same text both must accept or
 //! reject, and build the same profile.
 
-use crate::chrome::{MAX_ARGS_TEXT, classify};
+use crate::chrome_reader::{MAX_ARGS_TEXT, classify};
 use crate::model::{Detail, Event, MemEvent, NONE, Profile, Track};
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -145,7 +145,7 @@ impl<'a> Sink<'a> {
         dur: i64,
         args: Option<serde_json::Value>,
     ) {
-        if crate::chrome::is_whole_trace(cat) {
+        if crate::chrome_reader::is_whole_trace(cat) {
             return;
         }
         let track = classify(cat, name);
@@ -223,7 +223,7 @@ impl<'a> Sink<'a> {
             dist_rank,
             ..
         } = self;
-        crate::chrome::demote_nested_role_calls(&mut p.events);
+        crate::chrome_reader::demote_nested_role_calls(&mut p.events);
         let proc_of = |t: u32| {
             process_names
                 .get(&thread_pid[t as usize])
@@ -258,7 +258,7 @@ impl<'a> Sink<'a> {
         }
         p.steps.sort_unstable();
         attribute_memory(p, &mem_thread);
-        crate::chrome::split_host_memory(p, &mem_host);
+        crate::chrome_reader::split_host_memory(p, &mem_host);
         p.sort();
     }
 }

@@ -106,7 +106,7 @@ mod tests {
         assert_eq!((rows[0].calls, rows[0].total_ns), (1, 100));
         assert!((rows[0].covered - 0.5).abs() < 1e-9, "{rows:?}");
         let mut o = String::new();
-        crate::text::render_coverage(&rows, &mut o);
+        crate::text_render::render_coverage(&rows, &mut o);
         assert!(o.contains("covered by ops: 50%"), "{o}");
     }
 }

@@ -140,9 +140,9 @@ fn load_ascend_output(
     group: &str,
     limits: &Limits,
 ) -> Result<crate::model::Profile, ReportError> {
-    match crate::ascend_db::find_db(dir) {
-        Some(db) => crate::ascend_db::load_db(&db, group, limits),
-        None => crate::ascend::load_ascend(dir, group, limits),
+    match crate::ascend_db_reader::find_db(dir) {
+        Some(db) => crate::ascend_db_reader::load_db(&db, group, limits),
+        None => crate::ascend_text_reader::load_ascend(dir, group, limits),
     }
 }
 
@@ -261,13 +261,13 @@ fn load_file(path: &Path, group: &str, limits: &Limits, out: &mut Loaded, explic
     let is_json = fname.ends_with(".json") || fname.ends_with(".json.gz");
     let res = if fname.ends_with(".rlraw") {
         crate::raw_input::load_raw(path, group)
-    } else if crate::ascend_db::is_db_name(&fname) {
-        crate::ascend_db::load_db(path, group, limits)
+    } else if crate::ascend_db_reader::is_db_name(&fname) {
+        crate::ascend_db_reader::load_db(path, group, limits)
     } else if is_json && (explicit || is_torch_trace(&fname)) {
-        crate::chrome::load_trace(path, group, limits)
+        crate::chrome_reader::load_trace(path, group, limits)
     } else if is_json {
-        match crate::chrome::holds_trace_events(path) {
-            Ok(true) => crate::chrome::load_trace(path, group, limits),
+        match crate::chrome_reader::holds_trace_events(path) {
+            Ok(true) => crate::chrome_reader::load_trace(path, group, limits),
             Ok(false) => {
                 // torch_npu's own metadata beside its output (`profiler_info_{rank}.json`,
                 // `profiler_metadata.json`) is part of that profile, not a stray file.

@@ -1,7 +1,9 @@
 //! rlprof-report: one view of where the time and memory of an RL post-training step go.
 //!
-//! Data flows one way: inputs ([`raw_input`] for our raw files, [`chrome`] for PyTorch Chrome
-//! traces, [`ascend`] for Ascend profiler output directories (text layout; [`ascend_db`] for the DB layout), found by [`discover`]) ->
+//! Data flows one way: inputs, each read by a module named for what it reads ([`raw_input`] for
+//! our raw files, [`chrome_reader`] for PyTorch Chrome traces, [`ascend_text_reader`] for Ascend
+//! profiler output directories in the text layout, [`ascend_db_reader`] for the DB layout), found
+//! by [`discover`] ->
 //! the [`model`] (profiles of timeline events and memory events) -> [`summary`] (the numbers:
 //! per-step breakdown, top ops, memory peak, communication, comparison) -> renderers
 //! ([`render_text`], [`render_json`], [`html`]).
@@ -12,9 +14,9 @@
 //! println!("{}", rlprof_report::render_text(&report));
 //! ```
 
-pub mod ascend;
-pub mod ascend_db;
-pub mod chrome;
+pub mod ascend_db_reader;
+pub mod ascend_text_reader;
+pub mod chrome_reader;
 #[cfg(test)]
 mod chrome_reference;
 pub mod coverage;
@@ -31,14 +33,14 @@ pub mod processes;
 pub mod raw_input;
 pub mod sqlite_values;
 pub mod summary;
-mod text;
+mod text_render;
 pub use html::{HtmlOptions, render_html, write_html};
 
-pub use chrome::Limits;
+pub use chrome_reader::Limits;
 pub use discover::load;
 pub use error::ReportError;
 pub use summary::{Report, compare, summarise};
-pub use text::render_text;
+pub use text_render::render_text;
 
 /// The report as pretty JSON (the same numbers as the text and HTML forms).
 pub fn render_json(report: &Report) -> Result<String, ReportError> {

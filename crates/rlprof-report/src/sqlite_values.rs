@@ -1,5 +1,5 @@
 //! Reading values out of a SQLite file that another program wrote (the Ascend profiler DB,
-//! [`crate::ascend_db`]).
+//! [`crate::ascend_db_reader`]).
 //!
 //! A DB from torch_npu or CANN is not typed the way ours is: torch_npu declares
 //! `PYTORCH_API`'s times TEXT, SQLite keeps each value in the storage class it was inserted

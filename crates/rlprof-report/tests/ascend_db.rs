@@ -4,7 +4,7 @@
 
 mod support;
 
-use rlprof_export::ascend_db::Layout;
+use rlprof_export::ascend_db_writer::Layout;
 use rlprof_export::decode::Index;
 use rlprof_report::model::Track;
 use rlprof_report::{Report, load, summarise};
@@ -30,7 +30,7 @@ fn exported(run: &Path, to: &Path, layout: Layout) {
         copy_tree(&dir, &dst);
         for raw in rlprof_export::analyse::raw_files(&dst) {
             let idx = Index::build(&raw).unwrap();
-            rlprof_export::ascend::export_as(&dst, &idx, layout).unwrap();
+            rlprof_export::ascend_writer::export_as(&dst, &idx, layout).unwrap();
         }
         std::fs::remove_dir_all(dst.join("rlprof_raw")).unwrap();
     }

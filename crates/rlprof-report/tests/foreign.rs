@@ -300,7 +300,7 @@ fn a_mapped_large_trace_and_its_gzip_load_like_the_in_memory_text() {
         0,
         "g".into(),
     );
-    rlprof_report::chrome::read_stream(text.as_bytes(), &plain, &mut p, &Limits::default())
+    rlprof_report::chrome_reader::read_stream(text.as_bytes(), &plain, &mut p, &Limits::default())
         .unwrap();
     let want = summarise(&rlprof_report::model::Loaded {
         profiles: vec![p],

@@ -7,7 +7,7 @@
 //!   a name still loads).
 
 use proptest::prelude::*;
-use rlprof_report::chrome::{Limits, read_stream};
+use rlprof_report::chrome_reader::{Limits, read_stream};
 use rlprof_report::model::{Profile, SourceFormat};
 use std::path::Path;
 

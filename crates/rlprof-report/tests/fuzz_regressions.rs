@@ -19,7 +19,8 @@ fn a_chrome_op_ending_past_i64_is_clamped() {
 ]}"#;
     let path = Path::new("crash.pt.trace.json");
     let mut p = Profile::new(PathBuf::from(path), SourceFormat::TorchTrace, 0, "g".into());
-    rlprof_report::chrome::read_stream(trace.as_bytes(), path, &mut p, &Limits::default()).unwrap();
+    rlprof_report::chrome_reader::read_stream(trace.as_bytes(), path, &mut p, &Limits::default())
+        .unwrap();
     let ops: Vec<_> = p.events.iter().filter(|e| e.track == Track::Op).collect();
     assert_eq!(ops.len(), 2, "{:?}", p.events);
     for e in &p.events {

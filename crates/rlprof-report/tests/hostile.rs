@@ -1,7 +1,7 @@
 //! Hostile foreign input: markup, control characters and invalid UTF-8 render as inert text;
 //! huge or deeply nested input fails with a clear error naming the limit, in bounded memory.
 
-use rlprof_report::chrome::{load_trace, read_stream};
+use rlprof_report::chrome_reader::{load_trace, read_stream};
 use rlprof_report::model::{Profile, SourceFormat};
 use rlprof_report::{HtmlOptions, Limits, load, render_html, render_json, render_text, summarise};
 use std::io::Read;

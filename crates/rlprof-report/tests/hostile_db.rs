@@ -272,7 +272,7 @@ fn a_rank_id_past_u32_is_not_truncated_into_another_rank() {
         p.notes
     );
     // analyse --cluster's reader agrees.
-    let d = rlprof_export::ascend_db::read::read_rank(&path).unwrap();
+    let d = rlprof_export::cluster_db_reader::read_rank(&path).unwrap();
     assert_eq!(d.rank, 3);
     assert!(
         d.notes.iter().any(|n| n.contains("1099511627776")),

@@ -114,7 +114,7 @@ pub fn us(ns: u64) -> String {
 pub(super) fn csv_name<'a>(names: &'a mut DenseMap<Box<[u8]>>, idx: &Index, id: u32) -> &'a [u8] {
     names.get_or_insert_with(id, || {
         let mut v = Vec::new();
-        crate::text::csv_field(&mut v, idx.name(id));
+        crate::text_format::csv_field(&mut v, idx.name(id));
         v.into_boxed_slice()
     })
 }

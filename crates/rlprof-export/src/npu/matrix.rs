@@ -88,7 +88,7 @@ impl Layout {
     /// The layout a collection recorded in its metadata (`export_type`). A collection made
     /// before the key existed only knew the text layout, so it keeps it: an existing
     /// collection is never re-exported into the other layout unless asked
-    /// ([`crate::ascend::export_as`]).
+    /// ([`crate::ascend_writer::export_as`]).
     pub fn of(meta: &CollectionMeta) -> Layout {
         match meta.export_type {
             Some(rlprof_profiler::plan::ExportType::Db) => Layout::Db,

@@ -4,7 +4,7 @@
 
 use crate::ExportError;
 use crate::attrib::{Out, RangeInfo};
-use crate::chrome::{ChromeWriter, Flavor, Tracks};
+use crate::chrome_writer::{ChromeWriter, Flavor, Tracks};
 use crate::decode::{Event, Index, KernelEv};
 use crate::memory::MemTracker;
 use std::fs::File;

@@ -1,4 +1,4 @@
-//! A strict, borrowing JSON reader for the Chrome-trace loader ([`crate::chrome`]).
+//! A strict, borrowing JSON reader for the Chrome-trace loader ([`crate::chrome_reader`]).
 //!
 //! Why this is hand-written rather than serde_json: going through serde costs per event (a
 //! visitor dispatch per field, an owned `String` or `serde_json::Value` per field, and the

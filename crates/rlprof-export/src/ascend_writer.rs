@@ -1,5 +1,5 @@
 //! The `npu` tool's export: one rank's Ascend outputs in the layout the collection asked for,
-//! the torch_npu SQLite layout ([`crate::ascend_db`]) or the text layout ([`crate::npu`]). It sits
+//! the torch_npu SQLite layout ([`crate::ascend_db_writer`]) or the text layout ([`crate::npu`]). It sits
 //! above both so that neither depends on the other's exporter.
 
 use crate::ExportError;
@@ -16,7 +16,7 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
 /// Writes the Ascend outputs of one rank in `layout`.
 pub fn export_as(dir: &Path, idx: &Index, layout: Layout) -> Result<Vec<PathBuf>, ExportError> {
     match layout {
-        Layout::Db => crate::ascend_db::export(dir, idx),
+        Layout::Db => crate::ascend_db_writer::export(dir, idx),
         Layout::Text => crate::npu::export_text(dir, idx),
     }
 }

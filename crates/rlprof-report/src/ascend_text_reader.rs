@@ -26,7 +26,7 @@
 //! An optional file that cannot be read (memory, tables, `communication.json`) is left out with
 //! a note; the rest of the directory still loads.
 
-use crate::chrome::{self, Limits};
+use crate::chrome_reader::{self, Limits};
 pub use crate::device_names::device_track;
 use crate::device_names::is_comm_name;
 use crate::error::ReportError;
@@ -228,7 +228,7 @@ pub fn load_ascend(out_dir: &Path, group: &str, limits: &Limits) -> Result<Profi
     let trace = out_dir.join("trace_view.json");
     let kernels = out_dir.join("kernel_details.csv");
     if trace.is_file() {
-        chrome::read_into(&trace, &mut p, limits)?;
+        chrome_reader::read_into(&trace, &mut p, limits)?;
     } else if present(&kernels) {
         load_kernel_details(&kernels, &mut p, limits)?;
     } else {

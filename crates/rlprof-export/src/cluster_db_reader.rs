@@ -3,8 +3,8 @@
 //! waiting time, and role calls. Each table is read once with a plain `SELECT` (the tables have
 //! no indexes); ids are resolved in memory.
 
-use super::schema::RLPROF_DOMAIN;
 use crate::ExportError;
+use crate::ascend_db_writer::schema::RLPROF_DOMAIN;
 use crate::decode::StepSpan;
 use rlprof_profiler::metrics;
 use rlprof_profiler::record::RangeCat;

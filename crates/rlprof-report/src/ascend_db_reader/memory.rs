@@ -1,7 +1,7 @@
 //! Device memory: `MEMORY_RECORD`'s allocator totals and `OP_MEMORY`'s allocations by op.
 
 use super::{Reader, opt};
-use crate::ascend::OpAllocation;
+use crate::ascend_text_reader::OpAllocation;
 use crate::model::{MemEvent, NONE};
 
 impl Reader<'_, '_> {
@@ -38,8 +38,8 @@ impl Reader<'_, '_> {
             }
             return Ok(());
         }
-        let mut events = crate::ascend::memory_from_totals(totals);
-        crate::ascend::attribute_allocations(&mut events, &allocations);
+        let mut events = crate::ascend_text_reader::memory_from_totals(totals);
+        crate::ascend_text_reader::attribute_allocations(&mut events, &allocations);
         self.p.memory.extend(events);
         Ok(())
     }

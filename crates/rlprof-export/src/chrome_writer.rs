@@ -11,8 +11,8 @@ use crate::attrib::{Out, RangeInfo};
 use crate::decode::{CommEv, Event, Index, KernelEv, MemEv};
 use crate::dense::DenseMap;
 use crate::memory::MemTracker;
-use crate::text;
-pub(crate) use crate::text::json_str;
+use crate::text_format;
+pub(crate) use crate::text_format::json_str;
 use rlprof_profiler::record::RangeCat;
 use std::io::Write;
 
@@ -62,7 +62,7 @@ mod piece {
 }
 
 /// A cached piece: `(kind, pid, tid)` and its text.
-type Piece = Option<((u8, u64, u64), text::Short<64>)>;
+type Piece = Option<((u8, u64, u64), text_format::Short<64>)>;
 
 fn cached(map: &mut DenseMap<Box<[u8]>>, id: u32, make: impl FnOnce(&mut Vec<u8>)) -> &[u8] {
     map.get_or_insert_with(id, || {
@@ -81,7 +81,7 @@ pub(crate) struct ChromeWriter<W: Write> {
     flavor: Flavor,
     tracks: Tracks,
     json: JsonCache,
-    ts_text: text::UsCache,
+    ts_text: text_format::UsCache,
     /// Events written (excluding metadata).
     pub events: u64,
     streams: std::collections::BTreeSet<u16>,
@@ -108,7 +108,7 @@ impl<W: Write> ChromeWriter<W> {
             flavor,
             tracks,
             json: JsonCache::default(),
-            ts_text: text::UsCache::default(),
+            ts_text: text_format::UsCache::default(),
             events: 0,
             streams: Default::default(),
             pieces: vec![None; PIECE_SLOTS],
@@ -130,7 +130,7 @@ impl<W: Write> ChromeWriter<W> {
 
     #[inline]
     fn num(&mut self, v: u64) {
-        text::uint(&mut self.buf, v);
+        text_format::uint(&mut self.buf, v);
     }
 
     /// The JSON string of a name id.
@@ -159,7 +159,7 @@ impl<W: Write> ChromeWriter<W> {
         }
         let start = self.buf.len();
         build(&mut self.buf);
-        if let Some(t) = text::Short::new(&self.buf[start..]) {
+        if let Some(t) = text_format::Short::new(&self.buf[start..]) {
             self.pieces[slot] = Some((key, t));
         }
     }
@@ -169,9 +169,9 @@ impl<W: Write> ChromeWriter<W> {
     fn flow_track(&mut self, pid: u64, tid: u64) {
         self.piece(piece::FLOW_TRACK, pid, tid, |b| {
             b.extend_from_slice(b",\"pid\":");
-            text::uint(b, pid);
+            text_format::uint(b, pid);
             b.extend_from_slice(b",\"tid\":");
-            text::uint(b, tid);
+            text_format::uint(b, tid);
             b.extend_from_slice(b",\"ts\":");
         });
     }
@@ -288,14 +288,14 @@ impl<W: Write> ChromeWriter<W> {
             b.extend_from_slice(b"{\"ph\":\"X\",\"cat\":\"");
             b.extend_from_slice(cat.as_bytes());
             b.extend_from_slice(b"\",\"pid\":");
-            text::uint(b, pid);
+            text_format::uint(b, pid);
             b.extend_from_slice(b",\"tid\":");
-            text::uint(b, tid);
+            text_format::uint(b, tid);
             b.extend_from_slice(b",\"ts\":");
         });
         self.ts(start);
         self.lit(",\"dur\":");
-        text::us3(&mut self.buf, end - start);
+        text_format::us3(&mut self.buf, end - start);
         self.lit(",\"name\":");
     }
 
@@ -315,7 +315,7 @@ impl<W: Write> ChromeWriter<W> {
         self.name(idx, r.name);
         self.lit(",\"args\":{");
         if ri.ext_id != 0 {
-            let ext = text::Short::<24>::uint(ri.ext_id);
+            let ext = text_format::Short::<24>::uint(ri.ext_id);
             self.lit("\"External id\":");
             ext.put(&mut self.buf);
             if r.shapes != 0 {
@@ -361,7 +361,7 @@ impl<W: Write> ChromeWriter<W> {
     }
 
     /// The `s` end of the host-to-device flow of an op (a separate event after the op).
-    fn flow_start(&mut self, tid: u64, ts: u64, id: &text::Short<24>) {
+    fn flow_start(&mut self, tid: u64, ts: u64, id: &text_format::Short<24>) {
         self.sep();
         self.lit("{\"ph\":\"s\",\"id\":");
         id.put(&mut self.buf);
@@ -412,10 +412,10 @@ impl<W: Write> ChromeWriter<W> {
         self.name(idx, k.name);
         self.piece(piece::KERNEL_ARGS, pid, tid, |b| {
             b.extend_from_slice(b",\"args\":{\"device\":0,\"stream\":");
-            text::uint(b, tid);
+            text_format::uint(b, tid);
             b.extend_from_slice(b",\"correlation\":");
         });
-        let ext = text::Short::<24>::uint(op.unwrap_or(0));
+        let ext = text_format::Short::<24>::uint(op.unwrap_or(0));
         ext.put(&mut self.buf);
         if op.is_some() {
             self.lit(",\"External id\":");
@@ -459,7 +459,7 @@ impl<W: Write> ChromeWriter<W> {
         self.lit(",\"Bytes\":");
         self.num(c.bytes);
         self.lit(",\"Wait Time(us)\":");
-        text::us3(&mut self.buf, c.wait_ns);
+        text_format::us3(&mut self.buf, c.wait_ns);
         if let Some(p) = c.peer {
             self.lit(",\"Peer rank\":");
             self.num(p as u64);
@@ -486,7 +486,7 @@ impl<W: Write> ChromeWriter<W> {
         self.lit(",\"Addr\":");
         self.num(m.addr);
         self.lit(",\"Bytes\":");
-        text::int(&mut self.buf, signed);
+        text_format::int(&mut self.buf, signed);
         self.lit(",\"Total Allocated\":");
         self.num(mem.allocated);
         self.lit(",\"Total Reserved\":");

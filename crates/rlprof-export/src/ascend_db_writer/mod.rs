@@ -13,7 +13,6 @@
 //! into rows at once, appended to the database file as they come ([`crate::sqlite_file`]); the directory is built under a
 //! `.tmp` name and renamed when complete.
 
-pub mod read;
 pub mod schema;
 pub mod strings;
 pub mod summary;
