@@ -47,3 +47,34 @@ fn a_device_name_with_a_multibyte_character_at_the_prefix_length() {
     assert_eq!(device_track("MemCpy_async", None), Track::Memcpy);
     assert_eq!(device_track("memset\u{fffd}", None), Track::Memcpy);
 }
+
+/// Found by the `ascend_db` fuzz target: times at the ends of i64 in a torch_npu DB overflowed
+/// `start - origin` and `end - start` (a panic with overflow checks, a wrapped time without).
+/// They saturate: the DB loads and no duration is negative.
+#[test]
+fn db_times_at_the_ends_of_i64_do_not_overflow() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("r_ascend_pt/ASCEND_PROFILER_OUTPUT");
+    std::fs::create_dir_all(&out).unwrap();
+    let db = out.join("ascend_pytorch_profiler_0.db");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch(&format!(
+        "CREATE TABLE STRING_IDS (id INTEGER, value TEXT);
+         INSERT INTO STRING_IDS VALUES (1, 'aten::mm');
+         CREATE TABLE SESSION_TIME_INFO (startTimeNs INTEGER, endTimeNs INTEGER);
+         INSERT INTO SESSION_TIME_INFO VALUES ({max}, {max});
+         CREATE TABLE PYTORCH_API (startNs INTEGER, endNs INTEGER, globalTid INTEGER, connectionId INTEGER, name INTEGER, type INTEGER);
+         INSERT INTO PYTORCH_API VALUES ({min}, {max}, 1, 1, 1, 0), ({max}, {min}, 1, 2, 1, 0);
+         CREATE TABLE TASK (startNs INTEGER, endNs INTEGER, deviceId INTEGER, connectionId INTEGER, globalTaskId INTEGER, taskType INTEGER, streamId INTEGER);
+         INSERT INTO TASK VALUES ({min}, {max}, 0, 1, 7, 1, 3);",
+        min = i64::MIN,
+        max = i64::MAX
+    ))
+    .unwrap();
+    drop(c);
+    let loaded = rlprof_report::load(tmp.path(), &Limits::default()).unwrap();
+    for p in &loaded.profiles {
+        assert!(p.events.iter().all(|e| e.dur >= 0));
+    }
+    let _ = rlprof_report::summarise(&loaded);
+}

@@ -135,7 +135,8 @@ impl Reader<'_, '_> {
                 let t = per_op.entry(c.op).or_default();
                 t.bytes += c.bytes;
                 if c.wait {
-                    t.waits.add(c.plane, (end - start).max(0) as u64);
+                    t.waits
+                        .add(c.plane, end.saturating_sub(start).max(0) as u64);
                 }
                 if c.peer.is_some() {
                     t.peer = c.peer;

@@ -75,13 +75,13 @@ impl Reader<'_, '_> {
                 _ => NONE,
             };
             let release = match opt(r, 3)? {
-                Some(t) => Some((t - self.origin, opt(r, 6)?)),
+                Some(t) => Some((t.saturating_sub(self.origin), opt(r, 6)?)),
                 None => None,
             };
             v.push(OpAllocation {
                 op,
                 size: opt(r, 1)?.unwrap_or(0),
-                at: at - self.origin,
+                at: at.saturating_sub(self.origin),
                 total_at: opt(r, 5)?,
                 release,
             });
@@ -108,7 +108,7 @@ impl Reader<'_, '_> {
             if opt(r, 3)?.is_some_and(|d| d < 0) {
                 continue;
             }
-            series.push((opt(r, 2)?, t - self.origin, total));
+            series.push((opt(r, 2)?, t.saturating_sub(self.origin), total));
         }
         let has_pta = pta.is_some() && series.iter().any(|s| s.0 == pta);
         let mut totals: Vec<(i64, i64)> = series

@@ -332,8 +332,8 @@ impl<'c, 'p> Reader<'c, 'p> {
 
     fn event(&mut self, start: i64, end: i64, name: u32, thread: u32, track: Track) -> Event {
         Event {
-            start: start - self.origin,
-            dur: (end - start).max(0),
+            start: start.saturating_sub(self.origin),
+            dur: end.saturating_sub(start).max(0),
             name,
             detail: NONE,
             thread,
