@@ -2,6 +2,8 @@
 //! with [`rlprof_testkit::PlanBuilder`].
 #![allow(dead_code)]
 
+pub(crate) mod contract;
+
 use rlprof_profiler::plan::{Content, Level, ProfilePlan, RoleCall};
 use rlprof_profiler::{Profiler, comm, intern, kernel, mem_alloc, mem_free, name, now, op, phase};
 use rlprof_testkit::PlanBuilder;
