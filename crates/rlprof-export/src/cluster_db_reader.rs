@@ -113,7 +113,8 @@ pub fn read_rank(path: &Path) -> Result<DbRank, ExportError> {
 
 /// [`read_rank`] with another time limit.
 pub fn read_rank_within(path: &Path, time_limit: Duration) -> Result<DbRank, ExportError> {
-    read_inner(path, time_limit).map_err(|source| ExportError::Sqlite {
+    let conn = untrusted::open_untrusted(path, time_limit)?;
+    read_inner(path, &conn).map_err(|source| ExportError::Sqlite {
         path: path.to_path_buf(),
         source,
     })
@@ -136,13 +137,7 @@ fn span(
     })
 }
 
-fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
-    let conn = untrusted::open_untrusted(path, time_limit).map_err(|e| {
-        rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
-            Some(e.to_string()),
-        )
-    })?;
+fn read_inner(path: &Path, conn: &rusqlite::Connection) -> rusqlite::Result<DbRank> {
     let mut d = DbRank {
         rank: path
             .file_stem()
@@ -156,7 +151,7 @@ fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
     // Rows skipped for a time that is NULL or not a number.
     let mut bad = 0u64;
     let mut strings: HashMap<i64, String> = HashMap::new();
-    let mut st = select(&conn, "STRING_IDS", &["id", "value"])?;
+    let mut st = select(conn, "STRING_IDS", &["id", "value"])?;
     let mut rows = st.raw_query();
     while let Some(r) = rows.next()? {
         if let Some(id) = opt(r, 0)? {
@@ -169,8 +164,8 @@ fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
             .cloned()
             .unwrap_or_default()
     };
-    if has(&conn, "RANK_DEVICE_MAP")? {
-        let mut st = select(&conn, "RANK_DEVICE_MAP", &["rankId"])?;
+    if has(conn, "RANK_DEVICE_MAP")? {
+        let mut st = select(conn, "RANK_DEVICE_MAP", &["rankId"])?;
         let mut rows = st.raw_query();
         if let Some(r) = rows.next()?
             && let Some(rank) = opt(r, 0)?
@@ -185,8 +180,8 @@ fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
             }
         }
     }
-    if has(&conn, "META_DATA")? {
-        let mut st = select(&conn, "META_DATA", &["name", "value"])?;
+    if has(conn, "META_DATA")? {
+        let mut st = select(conn, "META_DATA", &["name", "value"])?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
             if text(r, 0)? != "distributed_args" {
@@ -199,8 +194,8 @@ fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
             break;
         }
     }
-    if has(&conn, "STEP_TIME")? {
-        let mut st = select(&conn, "STEP_TIME", &["id", "startNs", "endNs"])?;
+    if has(conn, "STEP_TIME")? {
+        let mut st = select(conn, "STEP_TIME", &["id", "startNs", "endNs"])?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
             let Some((start, end)) = span(r, 1, 2, &mut bad)? else {
@@ -217,9 +212,9 @@ fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
     // Communication tasks: globalTaskId -> (opId, bytes, a wait, peer, plane). torch_npu names
     // a task's kind in `taskType` (`name` is its op's); ours in both.
     let mut tasks: HashMap<i64, (i64, u64, bool, Option<i64>, i64)> = HashMap::new();
-    if has(&conn, "COMMUNICATION_TASK_INFO")? {
+    if has(conn, "COMMUNICATION_TASK_INFO")? {
         let mut st = select(
-            &conn,
+            conn,
             "COMMUNICATION_TASK_INFO",
             &[
                 "globalTaskId",
@@ -245,8 +240,8 @@ fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
     // The collectives' connection ids: a task they launched that is not a communication task is
     // the collective's own record on its stream, not a kernel.
     let mut launches: Vec<i64> = Vec::new();
-    if has(&conn, "COMMUNICATION_OP")? {
-        let mut st = select(&conn, "COMMUNICATION_OP", &["connectionId"])?;
+    if has(conn, "COMMUNICATION_OP")? {
+        let mut st = select(conn, "COMMUNICATION_OP", &["connectionId"])?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
             launches.extend(opt(r, 0)?);
@@ -254,17 +249,17 @@ fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
         launches.sort_unstable();
     }
     let mut compute: std::collections::HashSet<i64> = Default::default();
-    if has(&conn, "COMPUTE_TASK_INFO")? {
-        let mut st = select(&conn, "COMPUTE_TASK_INFO", &["globalTaskId"])?;
+    if has(conn, "COMPUTE_TASK_INFO")? {
+        let mut st = select(conn, "COMPUTE_TASK_INFO", &["globalTaskId"])?;
         let mut rows = st.raw_query();
         while let Some(r) = rows.next()? {
             compute.extend(opt(r, 0)?);
         }
     }
     let mut per_op: HashMap<i64, OpTasks> = HashMap::new();
-    if has(&conn, "TASK")? {
+    if has(conn, "TASK")? {
         let mut st = select(
-            &conn,
+            conn,
             "TASK",
             &[
                 "startNs",
@@ -309,9 +304,9 @@ fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
             }
         }
     }
-    if has(&conn, "COMMUNICATION_OP")? {
+    if has(conn, "COMMUNICATION_OP")? {
         let mut st = select(
-            &conn,
+            conn,
             "COMMUNICATION_OP",
             &["opName", "startNs", "endNs", "groupName", "opId"],
         )?;
@@ -347,9 +342,9 @@ fn read_inner(path: &Path, time_limit: Duration) -> rusqlite::Result<DbRank> {
         .iter()
         .find(|(_, v)| v.as_str() == RLPROF_DOMAIN)
         .map(|(k, _)| *k);
-    if let (Some(dom), true) = (ours, has(&conn, "MSTX_EVENTS")?) {
+    if let (Some(dom), true) = (ours, has(conn, "MSTX_EVENTS")?) {
         let mut st = select(
-            &conn,
+            conn,
             "MSTX_EVENTS",
             &["startNs", "endNs", "message", "domainId", "category"],
         )?;
