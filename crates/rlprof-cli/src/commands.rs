@@ -401,8 +401,8 @@ fn relaunch_under_nsys(
 /// when every collection was parsed (now or by an earlier run, with warnings for damaged data)
 /// or is still being written by a running job; failure when a collection could not be parsed
 /// at all, or when there is no collection below `path`. With `cluster`, a tree that holds no raw
-/// data of ours but Ascend profiler DBs (torch_npu's, or our DB layout without its raw data)
-/// succeeds: there is nothing to parse, and the cluster analysis reads the DBs.
+/// data of ours succeeds: there is nothing to parse, and the cluster analysis reads what is
+/// there as `report` does.
 pub(crate) fn analyse(path: &Path, jobs: usize, cluster: bool) -> Result<ExitCode> {
     use rlprof_export::{Outcome, TreeEvent};
     let bar = crate::output::bar(
@@ -429,14 +429,13 @@ pub(crate) fn analyse(path: &Path, jobs: usize, cluster: bool) -> Result<ExitCod
     };
     bar.finish_and_clear();
     if report.found == 0 && cluster {
-        let dbs = rlprof_export::cluster_db_reader::find_dbs(path).len();
-        if dbs > 0 {
-            outln!(
-                "no raw data below {}; the cluster analysis reads its {dbs} Ascend profiler DB(s)",
-                path.display()
-            )?;
-            return Ok(ExitCode::SUCCESS);
-        }
+        // Nothing of ours to parse: the cluster analysis reads whatever `report` reads
+        // (torch_npu text and DB trees, PyTorch traces).
+        outln!(
+            "no rlprof collection below {}: the cluster analysis reads the profiles there",
+            path.display()
+        )?;
+        return Ok(ExitCode::SUCCESS);
     }
     if report.found == 0 {
         eprintln!(
@@ -495,7 +494,7 @@ pub(crate) fn analyse(path: &Path, jobs: usize, cluster: bool) -> Result<ExitCod
 /// `rlprof analyse PATH --cluster`: the cross-rank analysis of every collection below `path`,
 /// written to `path/cluster_analysis/` and printed.
 pub(crate) fn cluster(path: &Path) -> Result<ExitCode> {
-    let rep = match rlprof_export::cluster::analyse_cluster(path) {
+    let rep = match rlprof_report::cluster::analyse(path, &rlprof_report::Limits::default()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("rlprof analyse --cluster: {e}");
@@ -507,15 +506,13 @@ pub(crate) fn cluster(path: &Path) -> Result<ExitCode> {
     } else {
         path.parent().unwrap_or(Path::new(".")).to_path_buf()
     };
-    let files = rlprof_export::cluster::write_outputs(&rep, &dir.join("cluster_analysis"))?;
+    let out = dir.join(rlprof_report::cluster::OUT_DIR);
+    let files = rlprof_report::cluster::write_outputs(&rep, &out)?;
     print_out(format_args!(
         "{}",
-        rlprof_export::cluster::render_table(&rep)
+        rlprof_report::cluster::render_table(&rep)
     ))?;
-    outln!(
-        "cluster analysis written to {}",
-        dir.join("cluster_analysis").display()
-    )?;
+    outln!("cluster analysis written to {}", out.display())?;
     tracing::debug!("{files:?}");
     Ok(ExitCode::SUCCESS)
 }

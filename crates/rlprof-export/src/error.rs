@@ -52,10 +52,6 @@ pub enum ExportError {
     /// Any other failure of the profiler crate's collection code (not expected there).
     #[error(transparent)]
     Profiler(rlprof_profiler::ProfilerError),
-    /// Opening a DB another program wrote, as untrusted input, was refused or failed (the
-    /// reader crate's opener, `rlprof_report::sqlite_values::open_untrusted`).
-    #[error(transparent)]
-    Read(#[from] rlprof_report::error::ReportError),
     /// Writing an Ascend profiler DB failed, or reading one back.
     #[error("{path}: {source}")]
     Sqlite {

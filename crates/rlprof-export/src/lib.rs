@@ -25,8 +25,6 @@ pub mod ascend_db_writer;
 pub mod ascend_writer;
 pub mod attrib;
 mod chrome_writer;
-pub mod cluster;
-pub mod cluster_db_reader;
 pub mod decode;
 mod dense;
 mod error;

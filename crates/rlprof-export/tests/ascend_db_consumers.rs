@@ -184,7 +184,7 @@ fn msprof_analyze_db_mode_gives_our_step_times_and_communication() {
     let out = tmp.path().join("msprof_out");
     let log = msprof_cluster(&dir, &out);
     let (steps, comm) = db_results(&out, &log);
-    let ours = rlprof_export::cluster::analyse_cluster(&dir).unwrap();
+    let ours = rlprof_report::cluster::analyse(&dir, &Default::default()).unwrap();
     assert_eq!(steps.keys().copied().collect::<Vec<_>>(), [0, 1], "{log}");
     for s in &ours.steps {
         let [comp, c, step] = steps[&s.rank];

@@ -127,3 +127,114 @@ mod tests {
         }
     }
 }
+
+/// A collective's kind, by its name, for nccl-tests' bandwidth conventions
+/// ([`algorithm_bytes`], [`bus_factor`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CollectiveKind {
+    /// `all_reduce`, `allreduce`, `ncclAllReduce`, `hcom_allReduce_`...
+    AllReduce,
+    /// `all_gather`, `_allgather_base`, `all_gather_into_tensor`, `hcom_allGather_`...
+    AllGather,
+    /// `reduce_scatter`, `_reduce_scatter_base`, `hcom_reduceScatter_`...
+    ReduceScatter,
+    /// `all_to_all`, `alltoall(v)`.
+    AllToAll,
+    /// `broadcast`.
+    Broadcast,
+    /// `reduce` (to one root).
+    Reduce,
+    /// `send`, `recv`, `batch_isend_irecv`: one peer.
+    PointToPoint,
+    /// Anything else (barriers, ...).
+    Other,
+}
+
+/// The kind of a collective from its name (case and `_` ignored).
+///
+/// ```
+/// use rlprof_profiler::metrics::{CollectiveKind, collective_kind};
+/// assert_eq!(collective_kind("nccl:_all_gather_base"), CollectiveKind::AllGather);
+/// assert_eq!(collective_kind("hcom_allReduce__123_1"), CollectiveKind::AllReduce);
+/// assert_eq!(collective_kind("c10d::reduce_scatter_"), CollectiveKind::ReduceScatter);
+/// assert_eq!(collective_kind("nccl:recv"), CollectiveKind::PointToPoint);
+/// ```
+pub fn collective_kind(name: &str) -> CollectiveKind {
+    let n: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    let has = |p: &str| n.contains(p);
+    if has("allreduce") {
+        CollectiveKind::AllReduce
+    } else if has("allgather") {
+        CollectiveKind::AllGather
+    } else if has("reducescatter") {
+        CollectiveKind::ReduceScatter
+    } else if has("alltoall") {
+        CollectiveKind::AllToAll
+    } else if has("broadcast") {
+        CollectiveKind::Broadcast
+    } else if has("send") || has("recv") || has("receive") {
+        CollectiveKind::PointToPoint
+    } else if has("reduce") {
+        CollectiveKind::Reduce
+    } else {
+        CollectiveKind::Other
+    }
+}
+
+/// nccl-tests' message size `S` of one call (`doc/PERFORMANCE.md`): the gathered output for an
+/// all-gather (its input times the group size when only the input is known), the input for
+/// every other collective. `None` when it cannot be known.
+///
+/// ```
+/// use rlprof_profiler::metrics::{CollectiveKind, algorithm_bytes};
+/// // 8 ranks gather 50,272 bytes each: S is the 402,176-byte output.
+/// assert_eq!(algorithm_bytes(CollectiveKind::AllGather, Some(50_272), None, Some(8)), Some(402_176));
+/// assert_eq!(algorithm_bytes(CollectiveKind::AllGather, Some(50_272), Some(402_176), None), Some(402_176));
+/// assert_eq!(algorithm_bytes(CollectiveKind::AllGather, Some(50_272), None, None), None);
+/// assert_eq!(algorithm_bytes(CollectiveKind::AllReduce, Some(4096), Some(4096), None), Some(4096));
+/// ```
+pub fn algorithm_bytes(
+    kind: CollectiveKind,
+    in_bytes: Option<u64>,
+    out_bytes: Option<u64>,
+    group_size: Option<u32>,
+) -> Option<u64> {
+    match kind {
+        CollectiveKind::AllGather => out_bytes.or_else(|| {
+            in_bytes
+                .zip(group_size)
+                .and_then(|(b, n)| b.checked_mul(u64::from(n)))
+        }),
+        _ => in_bytes,
+    }
+}
+
+/// nccl-tests' bus-bandwidth factor for `n` ranks: `2(n-1)/n` for an all-reduce, `(n-1)/n` for
+/// an all-gather, a reduce-scatter and an all-to-all, 1 for a broadcast, a reduce and a
+/// point-to-point transfer. `None` for other ops, or when the group size is unknown and the
+/// factor depends on it.
+///
+/// ```
+/// use rlprof_profiler::metrics::{CollectiveKind, bus_factor};
+/// assert_eq!(bus_factor(CollectiveKind::AllReduce, Some(8)), Some(1.75));
+/// assert_eq!(bus_factor(CollectiveKind::AllGather, Some(4)), Some(0.75));
+/// assert_eq!(bus_factor(CollectiveKind::Broadcast, None), Some(1.0));
+/// assert_eq!(bus_factor(CollectiveKind::AllReduce, None), None);
+/// ```
+pub fn bus_factor(kind: CollectiveKind, n: Option<u32>) -> Option<f64> {
+    let frac = |n: u32| (n > 0).then(|| f64::from(n - 1) / f64::from(n));
+    match kind {
+        CollectiveKind::AllReduce => n.and_then(frac).map(|f| 2.0 * f),
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter | CollectiveKind::AllToAll => {
+            n.and_then(frac)
+        }
+        CollectiveKind::Broadcast | CollectiveKind::Reduce | CollectiveKind::PointToPoint => {
+            Some(1.0)
+        }
+        CollectiveKind::Other => None,
+    }
+}

@@ -214,6 +214,13 @@ pub fn attribute_allocations(curve: &mut [MemEvent], allocations: &[OpAllocation
     }
 }
 
+/// The summary tables read as they are.
+const TABLE_FILES: [&str; 3] = [
+    "step_trace_time.csv",
+    "op_statistic.csv",
+    "operator_memory.csv",
+];
+
 /// Loads an `ASCEND_PROFILER_OUTPUT` directory.
 pub fn load_ascend(out_dir: &Path, group: &str, limits: &Limits) -> Result<Profile, ReportError> {
     let mut p = Profile::new(
@@ -231,10 +238,19 @@ pub fn load_ascend(out_dir: &Path, group: &str, limits: &Limits) -> Result<Profi
         chrome_reader::read_into(&trace, &mut p, limits)?;
     } else if present(&kernels) {
         load_kernel_details(&kernels, &mut p, limits)?;
+    } else if TABLE_FILES.iter().any(|f| present(&out_dir.join(f)))
+        || !communication_files(out_dir).is_empty()
+    {
+        // A rank is a rank when any of its files is readable (msprof-analyze counts a rank
+        // directory by its text files): its tables are read, its timeline is empty.
+        p.notes.push(format!(
+            "{}: neither trace_view.json nor kernel_details.csv is present: no device timeline, only the tables",
+            out_dir.display()
+        ));
     } else {
         return Err(ReportError::Malformed {
             path: out_dir.to_path_buf(),
-            message: "neither trace_view.json nor kernel_details.csv is present".into(),
+            message: "no trace_view.json, kernel_details.csv or summary table is present".into(),
         });
     }
     let record = out_dir.join("memory_record.csv");
@@ -243,11 +259,7 @@ pub fn load_ascend(out_dir: &Path, group: &str, limits: &Limits) -> Result<Profi
     {
         p.notes.push(format!("memory not read: {e}"));
     }
-    for name in [
-        "step_trace_time.csv",
-        "op_statistic.csv",
-        "operator_memory.csv",
-    ] {
+    for name in TABLE_FILES {
         let f = out_dir.join(name);
         if present(&f) {
             match read_table(&f, limits) {
@@ -301,11 +313,11 @@ fn attribute_operator_memory(p: &mut Profile) {
         .filter(|r| !is_host(field(r, dev)))
         .filter_map(|r| {
             Some(OpAllocation {
-                at: us_to_ns(field(r, at))?,
+                at: csv_us_to_ns(field(r, at))?,
                 op: p.intern(field(r, name)),
                 size: 0,
                 total_at: mb_to_bytes(field(r, at_total)),
-                release: us_to_ns(field(r, release))
+                release: csv_us_to_ns(field(r, release))
                     .map(|t| (t, mb_to_bytes(field(r, release_total)))),
             })
         })
@@ -359,6 +371,7 @@ fn read_profiler_info(pt_dir: &Path, p: &mut Profile) {
                 .is_some_and(|n| n.starts_with("profiler_info") && n.ends_with(".json"))
         })
     });
+    read_profiler_metadata(pt_dir, p);
     let Some(info) = info else { return };
     let v = open_capped(&info, MAX_INFO_BYTES, u64::MAX).and_then(|r| {
         serde_json::from_reader::<_, serde_json::Value>(std::io::BufReader::new(r)).map_err(|e| {
@@ -385,7 +398,65 @@ fn read_profiler_info(pt_dir: &Path, p: &mut Profile) {
     if let Some(r) = num("rank_id") {
         p.rank = r;
     }
-    p.meta.world_size = num("world_size").or_else(|| num("rank_size"));
+    if let Some(w) = num("world_size").or_else(|| num("rank_size")) {
+        p.meta.world_size = Some(w);
+    }
+}
+
+/// Rank and world size from `profiler_metadata.json` (torch_npu writes it beside
+/// `profiler_info_{rank}.json`): `distributed_args` (`rank`, `world_size`) when present, else the
+/// default group of `parallel_group_info` (`group_rank`, and its `global_ranks` for the size).
+/// `profiler_info_{rank}.json`'s name and contents, read after it, win where both speak.
+fn read_profiler_metadata(pt_dir: &Path, p: &mut Profile) {
+    let path = pt_dir.join("profiler_metadata.json");
+    if !path.is_file() {
+        return;
+    }
+    let v = match open_capped(&path, MAX_INFO_BYTES, u64::MAX).and_then(|r| {
+        serde_json::from_reader::<_, serde_json::Value>(std::io::BufReader::new(r)).map_err(|e| {
+            let limits = Limits {
+                max_bytes: MAX_INFO_BYTES,
+                ..Limits::default()
+            };
+            json_error(&path, e, &limits)
+        })
+    }) {
+        Ok(v) => v,
+        Err(e) => {
+            p.notes
+                .push(format!("profiler_metadata.json not read: {e}"));
+            return;
+        }
+    };
+    let u32_of = |v: Option<&serde_json::Value>| {
+        v.and_then(|x| {
+            x.as_u64()
+                .or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()))
+        })
+        .and_then(|n| u32::try_from(n).ok())
+    };
+    let args = v.get("distributed_args");
+    let mut rank = u32_of(args.and_then(|a| a.get("rank")));
+    let mut world = u32_of(args.and_then(|a| a.get("world_size")));
+    if let Some(groups) = v.get("parallel_group_info").and_then(|g| g.as_object()) {
+        let default = groups
+            .values()
+            .find(|g| g.get("group_name").and_then(|n| n.as_str()) == Some("default_group"));
+        if let Some(g) = default {
+            rank = rank.or_else(|| u32_of(g.get("group_rank")));
+            world = world.or_else(|| {
+                g.get("global_ranks")
+                    .and_then(|r| r.as_array())
+                    .and_then(|r| u32::try_from(r.len()).ok())
+            });
+        }
+    }
+    if let (Some(r), None) = (rank, rank_of(pt_dir)) {
+        p.rank = r;
+    }
+    if world.is_some() {
+        p.meta.world_size = world;
+    }
 }
 
 /// Number of a cell (`1.5`, `1.5\t`); `None` when empty or not a number.
@@ -409,6 +480,7 @@ fn load_memory_record(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(
     };
     let comp = col("Component");
     let dev = col("Device Type");
+    let mut bad = BadCells::new(path);
     let mut series: Vec<(bool, i64, i64)> = Vec::new();
     let mut has_pta = false;
     let mut rows = 0u64;
@@ -426,13 +498,20 @@ fn load_memory_record(path: &Path, p: &mut Profile, limits: &Limits) -> Result<(
         if is_host(&bfield(&rec, dev)) {
             continue;
         }
-        if let (Some(t), Some(v)) = (
-            us_to_ns(&bfield(&rec, Some(ts))),
-            mb_to_bytes(&bfield(&rec, Some(total))),
-        ) {
-            series.push((pta, t, v));
+        let (t_cell, v_cell) = (bfield(&rec, Some(ts)), bfield(&rec, Some(total)));
+        match (csv_us_to_ns(&t_cell), mb_to_bytes(&v_cell)) {
+            (Some(t), Some(v)) => series.push((pta, t, v)),
+            (t, _) => {
+                let (column, cell) = if t.is_none() {
+                    ("Timestamp(us)", t_cell)
+                } else {
+                    ("Total Allocated(MB)", v_cell)
+                };
+                bad.push(line_of(&rec), column, &cell);
+            }
         }
     }
+    bad.finish(p);
     let mut totals: Vec<(i64, i64)> = series
         .into_iter()
         .filter(|r| !has_pta || r.0)
@@ -451,11 +530,6 @@ fn field(row: &[String], c: Option<usize>) -> &str {
 /// A `Device Type` cell of host memory (`CPU`).
 fn is_host(device_type: &str) -> bool {
     device_type.to_ascii_uppercase().starts_with("CPU")
-}
-
-/// Integer nanoseconds of a microsecond cell.
-fn us_to_ns(s: &str) -> Option<i64> {
-    crate::exact_time::us_to_ns(s.trim())
 }
 
 /// Bytes of a torch_npu "MB" cell.
@@ -661,7 +735,7 @@ fn load_kernel_details(path: &Path, p: &mut Profile, limits: &Limits) -> Result<
     let op_type = col(&["Type"]);
     let step = col(&["Step Id", "Step ID"]);
     let stream = col(&["Stream ID", "Stream Id"]);
-    let us = |s: &str| us_to_ns(s).unwrap_or(0);
+    let mut bad = BadCells::new(path);
     let mut lanes: Vec<String> = Vec::new();
     p.events
         .reserve(lines.saturating_sub(1).min(limits.max_events) as usize);
@@ -676,6 +750,18 @@ fn load_kernel_details(path: &Path, p: &mut Profile, limits: &Limits) -> Result<
         }
         rows += 1;
         let get = |c: Option<usize>| bfield(&rec, c);
+        let (start_cell, dur_cell) = (get(Some(start)), get(Some(dur)));
+        let (t0, d) = match (csv_us_to_ns(&start_cell), csv_us_to_ns(&dur_cell)) {
+            (Some(t0), Some(d)) if d >= 0 => (t0, d),
+            (None, _) => {
+                bad.push(line_of(&rec), "Start Time(us)", &start_cell);
+                continue;
+            }
+            _ => {
+                bad.push(line_of(&rec), "Duration(us)", &dur_cell);
+                continue;
+            }
+        };
         let task = get(ty);
         let task_name = get(Some(name));
         let mut track = device_track(&task_name, Some(&task));
@@ -701,8 +787,8 @@ fn load_kernel_details(path: &Path, p: &mut Profile, limits: &Limits) -> Result<
         }
         let n = p.intern(&task_name);
         p.events.push(Event {
-            start: us(&get(Some(start))),
-            dur: us(&get(Some(dur))).max(0),
+            start: t0,
+            dur: d,
             name: n,
             detail: NONE,
             thread,
@@ -710,8 +796,69 @@ fn load_kernel_details(path: &Path, p: &mut Profile, limits: &Limits) -> Result<
             track,
         });
     }
+    bad.finish(p);
     p.steps.sort_unstable();
     p.steps.dedup();
     p.threads = lanes;
     Ok(())
+}
+
+/// The 1-based line of a CSV record (0 when unknown).
+fn line_of(rec: &csv::ByteRecord) -> u64 {
+    rec.position().map_or(0, csv::Position::line)
+}
+
+/// A CSV microsecond cell as torch_npu writes it (a plain decimal, maybe with a trailing tab),
+/// exactly; `None` for anything else: an exponent form (`1.69512E+15`, what a spreadsheet saves
+/// after rounding to six digits), text, an empty cell.
+fn csv_us_to_ns(s: &str) -> Option<i64> {
+    crate::exact_time::decimal_us_to_ns(s.trim())
+}
+
+/// Cells that are not numbers, each warned with `file:line` and its row left out.
+struct BadCells<'a> {
+    path: &'a Path,
+    count: u64,
+    shown: Vec<String>,
+}
+
+impl<'a> BadCells<'a> {
+    /// Most bad cells named one by one; the rest are counted.
+    const SHOWN: usize = 5;
+
+    fn new(path: &'a Path) -> Self {
+        BadCells {
+            path,
+            count: 0,
+            shown: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, line: u64, column: &str, cell: &str) {
+        self.count += 1;
+        if self.shown.len() < Self::SHOWN {
+            let cell: String = cell.chars().take(40).collect();
+            let why = if cell.contains(['e', 'E']) && cell.trim().parse::<f64>().is_ok() {
+                " (an exponent form: digits lost, e.g. by a spreadsheet)"
+            } else {
+                ""
+            };
+            self.shown.push(format!(
+                "{}:{line}: {column} is {cell:?}, not a decimal number{why}: row left out",
+                self.path.display()
+            ));
+        }
+    }
+
+    fn finish(self, p: &mut Profile) {
+        if self.count > self.shown.len() as u64 {
+            p.notes.push(format!(
+                "{}: {} rows left out for cells that are not decimal numbers (the first {} named)",
+                self.path.display(),
+                self.count,
+                self.shown.len()
+            ));
+        }
+        p.notes.extend(self.shown);
+    }
 }

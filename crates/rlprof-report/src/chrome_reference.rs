@@ -306,6 +306,12 @@ fn detail_of(track: Track, args: serde_json::Value) -> Detail {
         let n = m.get("In msg nelems").and_then(value_i64);
         let size = m.get("dtype").map(value_text).and_then(|t| dtype_size(&t));
         d.bytes = n.zip(size).map(|(n, s)| n.max(0) as u64 * s);
+        let out = m.get("Out msg nelems").and_then(value_i64);
+        d.out_bytes = out.zip(size).map(|(n, s)| n.max(0) as u64 * s);
+        d.group_size = m
+            .get("Group size")
+            .and_then(value_i64)
+            .and_then(|g| u32::try_from(g).ok());
         d.group = m.get("Process Group Name").map(value_text);
     }
     if !m.is_empty() {

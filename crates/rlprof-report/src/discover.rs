@@ -79,6 +79,12 @@ fn walk(
     for p in entries {
         let is_link = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
         if p.is_dir() && !is_link {
+            // `analyse --cluster`'s own output is not an input.
+            if p.file_name().is_some_and(|n| n == crate::cluster::OUT_DIR)
+                && p.join("cluster_analysis.json").is_file()
+            {
+                continue;
+            }
             if depth < MAX_WALK_DEPTH {
                 walk(root, &p, depth + 1, limits, out)?;
             }

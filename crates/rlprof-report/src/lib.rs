@@ -19,6 +19,7 @@ pub mod ascend_text_reader;
 pub mod chrome_reader;
 #[cfg(test)]
 mod chrome_reference;
+pub mod cluster;
 pub mod coverage;
 pub mod device;
 pub mod device_names;
@@ -31,6 +32,7 @@ mod json_reader;
 pub mod model;
 pub mod processes;
 pub mod raw_input;
+pub mod roles;
 pub mod sqlite_values;
 pub mod summary;
 mod text_render;

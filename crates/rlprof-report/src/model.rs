@@ -152,9 +152,17 @@ pub struct Detail {
     /// Call stack.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stack: Option<String>,
-    /// Bytes moved (kernels) or transferred (collectives).
+    /// Bytes moved (kernels) or transferred (collectives: the input buffer, PyTorch's
+    /// `In msg nelems` x dtype size; rlprof's own collections record the output buffer of an
+    /// all-gather, the input of every other collective).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// A collective's output buffer (`Out msg nelems` x dtype size), when the producer says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub out_bytes: Option<u64>,
+    /// Ranks in the collective's group (`Group size`), when the producer says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_size: Option<u32>,
     /// FLOPs (kernels).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flops: Option<u64>,

@@ -242,13 +242,13 @@ fn comm(r: &Report, o: &mut String) {
     let _ = writeln!(o, "\n== communication ==");
     let _ = writeln!(
         o,
-        "{:>4} {:>5} {:>7} {:>14} {:>12} {:>12} {:>10}  name",
-        "in", "rank", "count", "bytes", "total ms", "wait ms", "GB/s"
+        "{:>4} {:>5} {:>7} {:>14} {:>12} {:>12} {:>10} {:>10}  name",
+        "in", "rank", "count", "bytes", "total ms", "wait ms", "algbw GB/s", "busbw GB/s"
     );
     for c in &r.comm {
         let _ = writeln!(
             o,
-            "{:>4} {:>5} {:>7} {:>14} {:>12} {:>12} {:>10}  {}",
+            "{:>4} {:>5} {:>7} {:>14} {:>12} {:>12} {:>10} {:>10}  {}",
             c.profile,
             c.rank,
             c.count,
@@ -256,6 +256,9 @@ fn comm(r: &Report, o: &mut String) {
             ms(c.total_ns),
             opt_ms(c.wait_ns),
             c.bandwidth_gbps
+                .map(|b| format!("{b:.3}"))
+                .unwrap_or("-".into()),
+            c.bus_bandwidth_gbps
                 .map(|b| format!("{b:.3}"))
                 .unwrap_or("-".into()),
             clean(&c.name)

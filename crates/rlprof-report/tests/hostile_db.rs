@@ -271,12 +271,12 @@ fn a_rank_id_past_u32_is_not_truncated_into_another_rank() {
         "{:?}",
         p.notes
     );
-    // analyse --cluster's reader agrees.
-    let d = rlprof_export::cluster_db_reader::read_rank(&path).unwrap();
-    assert_eq!(d.rank, 3);
+    // analyse --cluster reads it through the same reader.
+    let c = rlprof_report::cluster::analyse(tmp.path(), &Limits::default()).unwrap();
+    assert_eq!(c.ranks, [3]);
     assert!(
-        d.notes.iter().any(|n| n.contains("1099511627776")),
+        c.warnings.iter().any(|n| n.contains("1099511627776")),
         "{:?}",
-        d.notes
+        c.warnings
     );
 }

@@ -327,10 +327,10 @@ fn the_cluster_analysis_gives_the_same_figures() {
         .join("ASCEND_PROFILER_OUTPUT");
     std::fs::create_dir_all(&out).unwrap();
     make_db(&out.join("ascend_pytorch_profiler_0.db"), false);
-    let c = rlprof_export::cluster::analyse_cluster(tmp.path()).unwrap();
+    let c = rlprof_report::cluster::analyse(tmp.path(), &Default::default()).unwrap();
     assert_eq!(c.steps.len(), 1);
     let s = &c.steps[0];
-    assert_eq!((s.rank, s.step), (0, 3));
+    assert_eq!((s.rank, s.step.as_str()), (0, "3"));
     assert_eq!(s.computing_ms, 0.010);
     assert_eq!(s.communication_ms, 0.010);
     assert_eq!(s.overlapped_ms, 0.0);

@@ -76,6 +76,8 @@ impl Reader<'_, '_> {
                 match ty.and_then(|t| types.get(&t)).map(String::as_str) {
                     // torch_npu names the Python tracer's type `trace`.
                     Some("trace" | "python_function") => Track::Span,
+                    // verl 0.9.1 marks its stages with mstx ranges named by the stage label.
+                    Some("mstx") if crate::roles::is_role_call(self.p.str(name)) => Track::RoleCall,
                     Some("mstx") => Track::User,
                     Some("queue") => Track::Runtime,
                     _ => Track::Op,
@@ -193,6 +195,12 @@ impl Reader<'_, '_> {
             let tid: i64 = opt(r, 4)?.unwrap_or(0);
             let thread = self.host_thread(tid);
             let name = self.name(opt(r, 3)?);
+            // verl 0.9.1's stage ranges (default domain) are role calls too.
+            let track = if track == Track::User && crate::roles::is_role_call(self.p.str(name)) {
+                Track::RoleCall
+            } else {
+                track
+            };
             let e = self.event(start, end, name, thread, track);
             self.push(e)?;
         }

@@ -108,9 +108,70 @@ pub fn load_db(path: &Path, group: &str, limits: &Limits) -> Result<Profile, Rep
             limit: limits.max_events,
         },
     })?;
+    read_step_trace_time(path, &mut p);
     p.sort();
     Ok(p)
 }
+
+/// `analysis.db`'s `StepTraceTime` beside the profiler DB (torch_npu writes it there), kept as
+/// a table whose cells are the stored values' text (a REAL's shortest decimal form), so that
+/// CANN's step figures are read as the producer wrote them. A missing or unreadable
+/// `analysis.db` is a note, never an error: the figures are then computed.
+fn read_step_trace_time(db: &Path, p: &mut Profile) {
+    let Some(path) = db.parent().map(|d| d.join("analysis.db")) else {
+        return;
+    };
+    if !path.is_file() {
+        return;
+    }
+    let columns = [
+        "deviceId",
+        "step",
+        "computing",
+        "communication_not_overlapped",
+        "overlapped",
+        "communication",
+        "free",
+        "stage",
+        "bubble",
+        "communication_not_overlapped_and_exclude_receive",
+        "preparing",
+    ];
+    let read = || -> Result<Option<crate::model::Table>, ReportError> {
+        let limit = sql::db_time_limit(&path);
+        let conn = sql::open_untrusted(&path, limit)?;
+        let err = malformed(&path, limit);
+        if !sql::has_table(&conn, "StepTraceTime").map_err(&err)? {
+            return Ok(None);
+        }
+        let mut st = sql::select(&conn, "StepTraceTime", &columns).map_err(&err)?;
+        let mut rows = st.raw_query();
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(&err)? {
+            if out.len() >= MAX_STEP_ROWS {
+                break;
+            }
+            let row = (0..columns.len())
+                .map(|i| sql::text(r, i))
+                .collect::<rusqlite::Result<Vec<String>>>()
+                .map_err(&err)?;
+            out.push(row);
+        }
+        Ok(Some(crate::model::Table {
+            title: "StepTraceTime".to_string(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            rows: out,
+        }))
+    };
+    match read() {
+        Ok(Some(t)) => p.tables.push(t),
+        Ok(None) => {}
+        Err(e) => p.notes.push(format!("CANN's step table not read: {e}")),
+    }
+}
+
+/// Most `StepTraceTime` rows read.
+const MAX_STEP_ROWS: usize = 1 << 20;
 
 /// Why reading stopped.
 enum Stop {

@@ -25,11 +25,17 @@ pub(super) fn detail_of_value(track: Track, args: serde_json::Value) -> Detail {
     };
     if track == Track::Comm {
         let n = m.get("In msg nelems").and_then(value_i64_of);
+        let out = m.get("Out msg nelems").and_then(value_i64_of);
         let size = m
             .get("dtype")
             .map(value_text_of)
             .and_then(|t| dtype_size(&t));
         d.bytes = n.zip(size).map(|(n, s)| n.max(0) as u64 * s);
+        d.out_bytes = out.zip(size).map(|(n, s)| n.max(0) as u64 * s);
+        d.group_size = m
+            .get("Group size")
+            .and_then(value_i64_of)
+            .and_then(|g| u32::try_from(g).ok());
         d.group = m.get("Process Group Name").map(value_text_of);
     }
     if !m.is_empty() {
@@ -94,6 +100,7 @@ pub(super) fn detail_from_members<'a>(
     });
     let mut d = Detail::default();
     let (mut nelems, mut dtype, mut group) = (None, None, None);
+    let (mut out_nelems, mut group_size) = (None, None);
     let mut taken = 0;
     for (k, v) in members.iter() {
         let slot = match k.as_ref() {
@@ -103,6 +110,14 @@ pub(super) fn detail_from_members<'a>(
             "Module Hierarchy" => &mut d.module,
             "In msg nelems" => {
                 nelems = Some(*v);
+                continue;
+            }
+            "Out msg nelems" => {
+                out_nelems = Some(*v);
+                continue;
+            }
+            "Group size" => {
+                group_size = Some(*v);
                 continue;
             }
             "dtype" => {
@@ -126,6 +141,11 @@ pub(super) fn detail_from_members<'a>(
         let n = nelems.and_then(json::value_i64);
         let size = dtype.map(json::value_text).and_then(|t| dtype_size(&t));
         d.bytes = n.zip(size).map(|(n, s)| n.max(0) as u64 * s);
+        let out = out_nelems.and_then(json::value_i64);
+        d.out_bytes = out.zip(size).map(|(n, s)| n.max(0) as u64 * s);
+        d.group_size = group_size
+            .and_then(json::value_i64)
+            .and_then(|g| u32::try_from(g).ok());
         d.group = group.map(|v| json::value_text(v).into_owned());
     }
     if members.len() > taken {

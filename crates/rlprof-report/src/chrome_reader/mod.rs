@@ -61,16 +61,6 @@ pub const MAX_ARGS_TEXT: usize = 4096;
 /// clipped to [`MAX_ARGS_TEXT`] per field) while loading, so what is kept stays bounded.
 const MAX_RAW_ARGS: usize = 4 * MAX_ARGS_TEXT;
 
-/// Role-call names as annotated by the reference system.
-pub const ROLE_CALLS: [&str; 7] = [
-    "generate_sequences",
-    "compute_log_prob",
-    "compute_ref_log_prob",
-    "update_actor",
-    "compute_values",
-    "update_critic",
-    "compute_rm_score",
-];
 /// Trainer phase names.
 pub const PHASES: [&str; 10] = [
     "step",

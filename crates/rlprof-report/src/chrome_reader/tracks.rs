@@ -1,9 +1,10 @@
 //! Which track an event belongs to (kernel, op, communication, role call, phase, user) from
 //! its category and name, and the few name rules the Ascend reader shares.
 
-use super::{PHASES, ROLE_CALLS};
+use super::PHASES;
 use crate::device_names::is_comm_name;
 use crate::model::Track;
+use crate::roles::is_role_call;
 
 /// c10's `DeviceType` of the CPU, as written in `[memory]` events' `Device Type`.
 pub(super) const HOST_DEVICE_TYPE: i64 = 0;
@@ -34,8 +35,9 @@ pub fn classify(cat: Option<&str>, name: &str) -> Track {
         Track::Step
     } else if is("cpu_op") || is("operator") {
         Track::Op
-    } else if is("user_annotation") {
-        if ROLE_CALLS.contains(&name) {
+    } else if is("user_annotation") || is("mstx") || is("MsTx") {
+        // verl's ranges: NVTX/record_function as `user_annotation`, torch_npu's mstx ranges.
+        if is_role_call(name) {
             Track::RoleCall
         } else if PHASES.contains(&name) {
             Track::Phase

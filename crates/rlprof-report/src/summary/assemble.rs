@@ -22,6 +22,12 @@ pub fn summarise(loaded: &Loaded) -> Report {
             .collect()
     };
     let ids: Vec<&str> = job_of.iter().map(|&j| groups[j].id.as_str()).collect();
+    let cann: Vec<Vec<super::CannStepRow>> = loaded
+        .profiles
+        .iter()
+        .enumerate()
+        .map(|(i, p)| super::cann::cann_steps(p, ids[i], i))
+        .collect();
     // The parts are independent: the op tables on one thread, the rest on another.
     let ((ops, top, mut notes), ((breakdown, memory, comm), jobs)) = rayon::join(
         || {
@@ -33,10 +39,13 @@ pub fn summarise(loaded: &Loaded) -> Report {
         || {
             rayon::join(
                 || parts(loaded, &ids, &unions),
-                || job_reports(&loaded.profiles, &groups, &unions),
+                || job_reports(&loaded.profiles, &groups, &unions, &cann),
             )
         },
     );
+    if !comm.is_empty() {
+        notes.push(super::comm::BANDWIDTH_CONVENTION.to_string());
+    }
     if groups.len() > 1 {
         notes.push(format!(
             "{} jobs found: their figures are kept apart (use --compare to put two side by side)",
@@ -53,6 +62,7 @@ pub fn summarise(loaded: &Loaded) -> Report {
             .collect(),
         skipped: loaded.skipped.clone(),
         breakdown,
+        cann_steps: cann.into_iter().flatten().collect(),
         ops,
         top,
         memory,

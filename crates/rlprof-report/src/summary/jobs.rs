@@ -1,7 +1,7 @@
 //! The per-job, per-rank part of the report: each rank's files, device figures (summed over
 //! its profiles) and step durations.
 
-use super::{JobReport, RankReport, StepDur, StepId};
+use super::{CannStepRow, JobReport, RankReport, StepDur, StepId};
 use crate::device::{Device, Figures, Overlap, Temporal};
 use crate::jobs::JobGroup;
 use crate::model::{Profile, Track};
@@ -12,6 +12,7 @@ pub(super) fn job_reports(
     profiles: &[Profile],
     groups: &[JobGroup],
     unions: &[crate::device::Unions],
+    cann: &[Vec<CannStepRow>],
 ) -> Vec<JobReport> {
     let figures: Vec<Figures> = profiles
         .iter()
@@ -37,7 +38,7 @@ pub(super) fn job_reports(
                 });
                 r.files.push(p.source.clone());
                 r.profiles.push(i);
-                r.steps.extend(steps_of(p));
+                r.steps.extend(steps_of(p, &cann[i]));
                 sums.entry(p.rank).or_default().add(&figures[i]);
             }
             for (rank, r) in ranks.iter_mut() {
@@ -60,8 +61,10 @@ pub(super) fn job_reports(
         .collect()
 }
 
-/// A profile's steps: its step ranges, else the step numbers it names without ranges.
-fn steps_of(p: &Profile) -> Vec<StepDur> {
+/// A profile's steps: its step ranges; else the steps it names without ranges (a step number
+/// of `kernel_details.csv`, a row of CANN's step table), each lasting its CANN `Stage` where the
+/// producer wrote one.
+fn steps_of(p: &Profile, cann: &[CannStepRow]) -> Vec<StepDur> {
     let ranged: Vec<StepDur> = p
         .events
         .iter()
@@ -70,10 +73,7 @@ fn steps_of(p: &Profile) -> Vec<StepDur> {
             let n = p.str(e.name);
             let label = n.strip_prefix("ProfilerStep#").unwrap_or(n);
             StepDur {
-                step: label
-                    .parse()
-                    .map(StepId::Number)
-                    .unwrap_or_else(|_| StepId::Label(label.to_string())),
+                step: step_id(label),
                 dur_ns: Some(e.dur.max(0) as u64),
             }
         })
@@ -81,11 +81,38 @@ fn steps_of(p: &Profile) -> Vec<StepDur> {
     if !ranged.is_empty() {
         return ranged;
     }
-    p.steps
+    let stage = |label: &str| {
+        cann.iter()
+            .find(|r| r.step == label && r.source != super::cann::COMPUTED)
+            .map(|r| r.stage_ns)
+    };
+    let mut out: Vec<StepDur> = p
+        .steps
         .iter()
         .map(|&s| StepDur {
             step: StepId::Number(s),
-            dur_ns: None,
+            dur_ns: stage(&s.to_string()),
         })
-        .collect()
+        .collect();
+    for r in cann {
+        let id = step_id(&r.step);
+        if r.source != super::cann::COMPUTED
+            && !r.step.is_empty()
+            && !out.iter().any(|d| d.step == id)
+        {
+            out.push(StepDur {
+                step: id,
+                dur_ns: Some(r.stage_ns),
+            });
+        }
+    }
+    out
+}
+
+/// `3` as a number, anything else as a label.
+fn step_id(label: &str) -> StepId {
+    label
+        .parse()
+        .map(StepId::Number)
+        .unwrap_or_else(|_| StepId::Label(label.to_string()))
 }

@@ -16,7 +16,8 @@
 //!   are defined in [`crate::device`].
 
 mod assemble;
-mod comm;
+pub mod cann;
+pub mod comm;
 mod compare;
 mod inputs;
 mod jobs;
@@ -50,6 +51,8 @@ pub struct Report {
     pub skipped: Vec<Skipped>,
     /// Per (run, step, rank) time breakdown.
     pub breakdown: Vec<StepRow>,
+    /// CANN's step figures per (profile, step) ([`cann`]).
+    pub cann_steps: Vec<CannStepRow>,
     /// Per (track, name, rank, role) op statistics.
     pub ops: Vec<OpRow>,
     /// Per (track, name) statistics over all ranks and roles, longest total first.
@@ -175,14 +178,19 @@ pub struct StepRow {
     pub device: BTreeMap<String, u64>,
     /// Step time outside every role call (empty without a step duration).
     pub other_ns: Option<u64>,
-    /// GRPO/DAPO split: rollout (`generate_sequences`), log-prob (`compute_log_prob` +
-    /// `compute_ref_log_prob`), update (`update_actor`).
+    /// GRPO/DAPO split, by [`crate::roles::RoleClass`] in both of verl's namings: rollout
+    /// (`generate_sequences`, or verl 0.9.1's `rollout` / `async_rollout`), log-prob
+    /// (`compute_log_prob` + `compute_ref_log_prob`, or `actor_compute_log_prob` +
+    /// `ref_compute_log_prob`), update (`update_actor` or `actor_update`); each the union of
+    /// that class's calls within the step.
     pub rollout_ns: u64,
     /// See `rollout_ns`.
     pub log_prob_ns: u64,
     /// See `rollout_ns`.
     pub update_ns: u64,
-    /// Whether this rank is the slowest of its (run, step).
+    /// Time the step's collectives waited for peers (empty when the producer records no wait).
+    pub wait_ns: Option<u64>,
+    /// Whether this rank is the slowest of its (run, step) by [`StepRow::busy_ns`].
     pub slowest: bool,
 }
 
@@ -191,6 +199,47 @@ impl StepRow {
     pub fn time_ns(&self) -> u64 {
         self.step_ns.unwrap_or_else(|| self.roles.values().sum())
     }
+
+    /// The row's time less the collectives' wait for peers: the slowest-rank figure (a rank
+    /// that computes longer makes the others wait, so their busy time drops while their step
+    /// times stay equal).
+    pub fn busy_ns(&self) -> u64 {
+        self.time_ns().saturating_sub(self.wait_ns.unwrap_or(0))
+    }
+}
+
+/// CANN's figures of one step on one rank ([`cann`]): what `step_trace_time.csv` holds, in ns.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CannStepRow {
+    /// Job id.
+    pub job: String,
+    /// Profile index.
+    pub profile: usize,
+    /// Rank.
+    pub rank: u32,
+    /// Step (`ProfilerStep#N`'s N; empty for CANN's step `None`, a profile without steps).
+    pub step: String,
+    /// `Computing`.
+    pub computing_ns: u64,
+    /// `Communication(Not Overlapped)`.
+    pub communication_not_overlapped_ns: u64,
+    /// `Overlapped`.
+    pub overlapped_ns: u64,
+    /// `Communication`.
+    pub communication_ns: u64,
+    /// `Free`.
+    pub free_ns: u64,
+    /// `Stage`.
+    pub stage_ns: u64,
+    /// `Bubble`.
+    pub bubble_ns: u64,
+    /// `Communication(Not Overlapped and Exclude Receive)`.
+    pub communication_not_overlapped_exclude_receive_ns: u64,
+    /// `Preparing` (empty without a host step to count from).
+    pub preparing_ns: Option<u64>,
+    /// `step_trace_time.csv` or `StepTraceTime` (the producer's own figures, read exactly),
+    /// or [`cann::COMPUTED`].
+    pub source: &'static str,
 }
 
 /// Op statistics for one (job, track, name, rank, role).
@@ -288,15 +337,21 @@ pub struct CommRow {
     pub name: String,
     /// Calls.
     pub count: u64,
-    /// Bytes (empty when any call's size is unknown).
+    /// nccl-tests' message size `S`, summed over the calls: the gathered output of an
+    /// all-gather, the input of other collectives (empty when any call's size is unknown).
     pub bytes: Option<u64>,
     /// Total duration.
     pub total_ns: u64,
     /// Total wait for peers (empty when unknown).
     pub wait_ns: Option<u64>,
-    /// bytes / (total − wait), GB/s; bytes / total when the wait is unknown (see
-    /// `bandwidth_includes_wait`); empty when the bytes are unknown.
+    /// nccl-tests' algorithm bandwidth: bytes / (total − wait), GB/s; bytes / total when the
+    /// wait is unknown (see `bandwidth_includes_wait`); empty when the bytes are unknown.
     pub bandwidth_gbps: Option<f64>,
+    /// nccl-tests' bus bandwidth: `bandwidth_gbps` times the op's factor for `group_size`
+    /// ranks (`summary::comm`); empty when the op or the group size is unknown.
+    pub bus_bandwidth_gbps: Option<f64>,
+    /// Ranks in the collective's group, when known.
+    pub group_size: Option<u32>,
     /// Whether `bandwidth_gbps` counts time spent waiting for peers (the wait is unknown).
     pub bandwidth_includes_wait: bool,
 }

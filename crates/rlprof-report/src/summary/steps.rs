@@ -3,8 +3,16 @@
 
 use super::StepRow;
 use crate::model::{Event, Profile, Track};
+use crate::roles::{RoleClass, role_class};
 use std::collections::{BTreeMap, HashMap};
 
+/// Length of the union of intervals.
+fn union_len(v: Vec<(i64, i64)>) -> u64 {
+    crate::device::union(v)
+        .iter()
+        .map(|&(a, b)| (b - a) as u64)
+        .sum()
+}
 /// `step1` from `step1/e2e`: (run, step label).
 fn run_and_step(p: &Profile) -> (String, String) {
     let first = p.group.split('/').next().unwrap_or("");
@@ -30,10 +38,17 @@ pub(super) fn breakdown(
         // One pass for the few events the windows need (steps, role calls, phases).
         let mut steps: Vec<&Event> = Vec::new();
         let mut framing: Vec<&Event> = Vec::new();
+        // Collectives with a recorded wait for peers: (start, wait).
+        let mut waits: Vec<(i64, u64)> = Vec::new();
         for e in &p.events {
             match e.track {
                 Track::Step => steps.push(e),
                 Track::RoleCall | Track::Phase => framing.push(e),
+                Track::Comm => {
+                    if let Some(w) = p.detail(e).and_then(|d| d.wait_ns) {
+                        waits.push((e.start, w));
+                    }
+                }
                 _ => {}
             }
         }
@@ -57,7 +72,18 @@ pub(super) fn breakdown(
                 .unwrap_or((i64::MIN, i64::MAX));
             let mut roles = BTreeMap::new();
             let mut phases = BTreeMap::new();
+            // Per class, the role calls' intervals within the window: a stage range nested in
+            // another of its class (`async_rollout` in `rollout`) counts once.
+            let mut classes: BTreeMap<RoleClass, Vec<(i64, i64)>> = BTreeMap::new();
             for ev in framing.iter().copied() {
+                if ev.track == Track::RoleCall
+                    && let Some(c) = role_class(p.str(ev.name))
+                {
+                    let (a, b) = (ev.start.max(s), ev.end().min(e));
+                    if b > a {
+                        classes.entry(c).or_default().push((a, b));
+                    }
+                }
                 let map = match ev.track {
                     Track::RoleCall => &mut roles,
                     Track::Phase => &mut phases,
@@ -87,8 +113,17 @@ pub(super) fn breakdown(
                     rollout_ns: 0,
                     log_prob_ns: 0,
                     update_ns: 0,
+                    wait_ns: None,
                     slowest: false,
                 });
+            if !waits.is_empty() {
+                let w: u64 = waits
+                    .iter()
+                    .filter(|(t, _)| (s..e).contains(t))
+                    .map(|(_, w)| w)
+                    .sum();
+                *row.wait_ns.get_or_insert(0) += w;
+            }
             row.profiles.push(i);
             if let Some(st) = step {
                 *row.step_ns.get_or_insert(0) += st.dur as u64;
@@ -101,6 +136,15 @@ pub(super) fn breakdown(
             for (k, v) in roles {
                 *row.roles.entry(k).or_insert(0) += v;
             }
+            for (c, iv) in classes {
+                let t = union_len(iv);
+                match c {
+                    RoleClass::Rollout => row.rollout_ns += t,
+                    RoleClass::LogProb => row.log_prob_ns += t,
+                    RoleClass::Update => row.update_ns += t,
+                    _ => {}
+                }
+            }
             for (k, v) in phases {
                 *row.phases.entry(k).or_insert(0) += v;
             }
@@ -108,10 +152,6 @@ pub(super) fn breakdown(
     }
     let mut rows: Vec<StepRow> = rows.into_values().collect();
     for r in rows.iter_mut() {
-        let role = |n: &str| r.roles.get(n).copied().unwrap_or(0);
-        r.rollout_ns = role("generate_sequences");
-        r.log_prob_ns = role("compute_log_prob") + role("compute_ref_log_prob");
-        r.update_ns = role("update_actor");
         let covered: u64 = r.roles.values().sum();
         r.other_ns = r.step_ns.map(|s| s.saturating_sub(covered));
     }
@@ -119,8 +159,8 @@ pub(super) fn breakdown(
     rows
 }
 
-/// Marks, in each (job, run, step), the rank with the longest time
-/// ([`rlprof_profiler::metrics::slowest`], the definition `analyse --cluster` uses too).
+/// Marks, in each (job, run, step), the rank with the longest busy time ([`StepRow::busy_ns`],
+/// [`rlprof_profiler::metrics::slowest`]; `analyse --cluster` ranks by its mean).
 fn mark_slowest(rows: &mut [StepRow]) {
     let mut groups: HashMap<(&str, &str, &str), Vec<usize>> = HashMap::new();
     for (i, r) in rows.iter().enumerate() {
@@ -129,7 +169,7 @@ fn mark_slowest(rows: &mut [StepRow]) {
     let marks: Vec<usize> = groups
         .into_values()
         .filter_map(|ix| {
-            let figures = ix.iter().map(|&i| (rows[i].rank, rows[i].time_ns() as f64));
+            let figures = ix.iter().map(|&i| (rows[i].rank, rows[i].busy_ns() as f64));
             let (rank, _) = rlprof_profiler::metrics::slowest(figures)?;
             ix.into_iter().find(|&i| rows[i].rank == rank)
         })
