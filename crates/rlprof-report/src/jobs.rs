@@ -6,8 +6,10 @@
 //! - foreign traces (PyTorch, Ascend): the same format and declared world size
 //!   (`distributedInfo.world_size`, Ascend's `profiler_info`), and then either recorded by the
 //!   same process (host and pid: several traces of one rank over time) or, for different ranks,
-//!   over overlapping time windows (absolute times: `baseTimeNanoseconds` plus the events').
-//!   Two traces of the same rank from different processes are never one job.
+//!   over overlapping time windows (absolute times: `baseTimeNanoseconds` plus the events'),
+//!   or, for Ascend rank directories (`*_ascend_pt`), side by side in one directory (as
+//!   msprof-analyze's cluster analysis takes a directory). Two traces of the same rank from
+//!   different processes are never one job.
 //!
 //! The world size of a job is the declared one, or the number of ranks found.
 
@@ -159,9 +161,31 @@ fn same_job(a: &Profile, ia: &Info, b: &Profile, ib: &Info) -> bool {
     if same_process {
         return true;
     }
+    if a.rank == b.rank {
+        return false;
+    }
     let overlap = match (ia.window, ib.window) {
         (Some((s1, e1)), Some((s2, e2))) => s1 <= e2 && s2 <= e1,
         _ => false,
     };
-    overlap && a.rank != b.rank
+    // Rank directories side by side under one directory, declaring one world size, are one
+    // job, as msprof-analyze's cluster analysis takes them: a rank with no timeline (only
+    // CANN's tables) or whose window does not overlap (a pipeline stage profiled later) too.
+    let siblings = a.format == SourceFormat::Ascend
+        && a.meta.world_size.is_some()
+        && cluster_dir(&a.source).is_some()
+        && cluster_dir(&a.source) == cluster_dir(&b.source);
+    overlap || siblings
+}
+
+/// The directory holding an Ascend rank directory (`{dir}/{name}_ascend_pt/...`).
+fn cluster_dir(source: &Path) -> Option<&Path> {
+    source
+        .ancestors()
+        .find(|a| {
+            a.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with("_ascend_pt"))
+        })
+        .and_then(Path::parent)
 }

@@ -50,6 +50,7 @@ pub fn load_raw(path: &Path, group: &str) -> Result<Profile, ReportError> {
         group.to_string(),
     );
     p.steps = idx.meta.steps.clone();
+    p.meta.world_size = Some(idx.meta.world_size);
     p.origin_ns = idx.first_calibration.map_or(0, |c| c.wall_ns);
     add_notes(&mut p, &idx);
     let mut st = State::default();

@@ -8,12 +8,14 @@
 //!   (all-gather, reduce-scatter, all-to-all) or 1 (broadcast, reduce, point-to-point), `n`
 //!   being the group size ([`rlprof_profiler::metrics::bus_factor`]).
 //!
-//! The group size is the producer's (`Group size` in PyTorch traces); for rlprof's own
-//! collections, whose collectives span the job, the collection's world size. An unknown size
-//! leaves the figure it needs empty.
+//! The group size is the producer's (`Group size` in PyTorch traces); where the producer does
+//! not say (rlprof's own collections, whose collectives span the job; torch_npu's DB and text
+//! output), the job's world size: a sub-group's bus bandwidth and all-gather size are then
+//! estimates, and the row's `group_size` says which size was used. An unknown size leaves the
+//! figure it needs empty.
 
 use super::CommRow;
-use crate::model::{Profile, SourceFormat, Track, display_name};
+use crate::model::{Profile, Track, display_name};
 use rlprof_profiler::metrics::{algorithm_bytes, bandwidth_gbps, bus_factor, collective_kind};
 use std::collections::BTreeMap;
 
@@ -32,9 +34,7 @@ struct Acc {
 pub(super) fn comm(profiles: &[Profile]) -> Vec<CommRow> {
     let mut out = Vec::new();
     for (i, p) in profiles.iter().enumerate() {
-        let world = (p.format == SourceFormat::RlprofRaw)
-            .then_some(p.meta.world_size)
-            .flatten();
+        let world = p.meta.world_size;
         let mut by: BTreeMap<String, Acc> = BTreeMap::new();
         for e in p.events.iter().filter(|e| e.track == Track::Comm) {
             let d = p.detail(e);

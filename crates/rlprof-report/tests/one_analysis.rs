@@ -1,0 +1,313 @@
+//! Issue 26, one test per defect: every input layout through the one analysis layer, with
+//! integer time, CANN's step figures, ranks from the metadata, bad cells warned, nccl-tests
+//! bandwidth, verl 0.9.1's stage labels, and `analyse --cluster` equal to `report`. Every input
+//! is built here.
+
+use rlprof_report::cluster::ClusterReport;
+use rlprof_report::{Report, load, summarise};
+use std::path::Path;
+
+fn report(p: &Path) -> Report {
+    summarise(&load(p, &Default::default()).unwrap())
+}
+
+fn cluster(p: &Path) -> ClusterReport {
+    rlprof_report::cluster::analyse(p, &Default::default()).unwrap()
+}
+
+/// An epoch-based microsecond timestamp (above 2^53 ns as nanoseconds).
+const T0_US: u64 = 1_695_120_000_000_000;
+
+/// A text-layout rank: `{root}/{name}_ascend_pt/` with `profiler_info_{rank}.json` (when
+/// `info`), `profiler_metadata.json` and the given `ASCEND_PROFILER_OUTPUT` files.
+fn text_rank(root: &Path, rank: u32, info: bool, world: u32, files: &[(&str, String)]) {
+    let pt = root.join(format!(
+        "host_{}_2025010100000000{rank}_ascend_pt",
+        100 + rank
+    ));
+    let out = pt.join("ASCEND_PROFILER_OUTPUT");
+    std::fs::create_dir_all(&out).unwrap();
+    if info {
+        std::fs::write(
+            pt.join(format!("profiler_info_{rank}.json")),
+            r#"{"config": {"common_config": {}}}"#,
+        )
+        .unwrap();
+    }
+    let ranks: Vec<String> = (0..world).map(|r| r.to_string()).collect();
+    std::fs::write(
+        pt.join("profiler_metadata.json"),
+        format!(
+            r#"{{"parallel_group_info": {{"group_name_0": {{"group_name": "default_group", "group_rank": {rank}, "global_ranks": [{}]}}}}}}"#,
+            ranks.join(", ")
+        ),
+    )
+    .unwrap();
+    for (name, text) in files {
+        std::fs::write(out.join(name), text).unwrap();
+    }
+}
+
+/// `n` back-to-back 1 us kernels from `T0_US`, as `kernel_details.csv`.
+fn back_to_back(n: u64) -> String {
+    let mut s = String::from("Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us)\n");
+    for i in 0..n {
+        s += &format!("1,MatMul_{i},MatMul,AI_CORE,{}.000\t,1.000\t\n", T0_US + i);
+    }
+    s
+}
+
+const STEP_TRACE_HEADER: &str = "Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,Communication(Not Overlapped and Exclude Receive),Preparing\n";
+
+#[test]
+fn epoch_microsecond_csv_sums_exactly() {
+    let tmp = tempfile::tempdir().unwrap();
+    text_rank(
+        tmp.path(),
+        0,
+        true,
+        1,
+        &[("kernel_details.csv", back_to_back(20))],
+    );
+    let r = report(tmp.path());
+    let d = &r.jobs[0].ranks[0].device;
+    assert_eq!((d.kernel_ns, d.idle_ns, d.span_ns), (20_000, 0, 20_000));
+    // CANN's figures computed by its rules on the same rows: no gap, so no Free.
+    let c = &r.cann_steps[0];
+    assert_eq!((c.computing_ns, c.free_ns, c.stage_ns), (20_000, 0, 20_000));
+    assert_eq!(c.source, rlprof_report::summary::cann::COMPUTED);
+}
+
+/// 4 ranks (TP1 PP2 shape): ranks 1 and 3 hold no `trace_view.json` and no
+/// `kernel_details.csv`, only CANN's tables, and rank 3 has no `profiler_info_3.json`: every
+/// rank is found, the world size is the metadata's, and the steps last CANN's `Stage`.
+#[test]
+fn every_rank_directory_with_a_readable_file_is_a_rank() {
+    let tmp = tempfile::tempdir().unwrap();
+    for rank in 0..4u32 {
+        let table = format!(
+            "{STEP_TRACE_HEADER}{rank},1,100.5,20.25,5,25.25,10,130.75,0,20.25,3\n{rank},2,101.5,20.25,5,25.25,10,131.755,0,20.25,3\n"
+        );
+        let mut files = vec![("step_trace_time.csv", table)];
+        if rank % 2 == 0 {
+            files.push(("kernel_details.csv", back_to_back(3)));
+        } else {
+            files.push((
+                "communication.json",
+                r#"{"step1": {"collective": {}}}"#.to_string(),
+            ));
+        }
+        text_rank(tmp.path(), rank, rank != 3, 4, &files);
+    }
+    let r = report(tmp.path());
+    assert!(r.skipped.is_empty(), "{:?}", r.skipped);
+    assert_eq!(r.jobs.len(), 1, "{:?}", r.jobs);
+    let job = &r.jobs[0];
+    assert_eq!(job.world_size, 4);
+    assert_eq!(
+        job.ranks.iter().map(|k| k.rank).collect::<Vec<_>>(),
+        [0, 1, 2, 3]
+    );
+    for k in &job.ranks {
+        let durs: Vec<Option<u64>> = k.steps.iter().map(|s| s.dur_ns).collect();
+        assert_eq!(durs, [Some(130_750), Some(131_755)], "rank {}", k.rank);
+    }
+    // The figures are the table's, to the nanosecond.
+    let c = r
+        .cann_steps
+        .iter()
+        .find(|c| c.rank == 1 && c.step == "2")
+        .unwrap();
+    assert_eq!(
+        (
+            c.computing_ns,
+            c.communication_not_overlapped_ns,
+            c.free_ns,
+            c.stage_ns,
+            c.preparing_ns
+        ),
+        (101_500, 20_250, 10_000, 131_755, Some(3_000))
+    );
+    assert_eq!(c.source, "step_trace_time.csv");
+    // analyse --cluster reads the same tree (no rlprof collection in it) and agrees.
+    let cl = cluster(tmp.path());
+    assert_eq!(cl.ranks, [0, 1, 2, 3]);
+    assert_eq!(cl.world_size, [4]);
+    assert_eq!(cl.steps.len(), 8);
+    let s = cl
+        .steps
+        .iter()
+        .find(|s| s.rank == 1 && s.step == "2")
+        .unwrap();
+    assert_eq!(s.step_ms, 0.131755);
+    assert_eq!(s.free_ms, 0.010);
+}
+
+/// CANN's rules on a built timeline: two steps, compute and communication overlapping in part,
+/// a gap (Free), an `hcom_receive` (Bubble).
+#[test]
+fn cann_figures_by_cann_rules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let us = |t: u64| T0_US + t;
+    // Host steps at 0 and 100 us; step 1's device work: compute 10-30, comm 20-40 (10 of it
+    // under compute), gap 40-50, compute 50-60; step 2: receive 110-120, compute 120-130.
+    let trace = format!(
+        r#"{{"traceEvents": [
+ {{"ph":"X","cat":"cpu_op","name":"ProfilerStep#1","pid":1,"tid":1,"ts":{},"dur":100}},
+ {{"ph":"X","cat":"cpu_op","name":"ProfilerStep#2","pid":1,"tid":1,"ts":{},"dur":100}},
+ {{"ph":"X","cat":"kernel","name":"MatMul","pid":2,"tid":7,"ts":{},"dur":20}},
+ {{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce","pid":2,"tid":8,"ts":{},"dur":20}},
+ {{"ph":"X","cat":"kernel","name":"Add","pid":2,"tid":7,"ts":{},"dur":10}},
+ {{"ph":"X","cat":"kernel","name":"hcom_receive_1","pid":2,"tid":8,"ts":{},"dur":10}},
+ {{"ph":"X","cat":"kernel","name":"Mul","pid":2,"tid":7,"ts":{},"dur":10}}
+]}}"#,
+        us(0),
+        us(100),
+        us(10),
+        us(20),
+        us(50),
+        us(110),
+        us(120)
+    );
+    std::fs::write(tmp.path().join("rank0.pt.trace.json"), trace).unwrap();
+    let r = report(tmp.path());
+    let rows: Vec<_> = r.cann_steps.iter().filter(|c| c.rank == 0).collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let (a, b) = (rows[0], rows[1]);
+    assert_eq!(a.step, "1");
+    assert_eq!(a.computing_ns, 30_000);
+    assert_eq!(a.communication_ns, 20_000);
+    assert_eq!(a.communication_not_overlapped_ns, 10_000);
+    assert_eq!(a.overlapped_ns, 10_000);
+    // Free: 40-50, and 60-110 up to step 2's first task (segments belong to the step their
+    // start is in).
+    assert_eq!(a.free_ns, 10_000 + 50_000);
+    assert_eq!(a.stage_ns, 100_000);
+    assert_eq!(a.preparing_ns, Some(10_000));
+    assert_eq!(b.bubble_ns, 10_000);
+    assert_eq!(b.communication_not_overlapped_exclude_receive_ns, 0);
+    assert_eq!(b.stage_ns, 20_000 - 10_000);
+    assert_eq!(b.preparing_ns, Some(10_000));
+}
+
+#[test]
+fn a_mangled_number_is_warned_with_its_line_and_left_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let memory = format!(
+        "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Device Type\nPTA,{}.5,10,20,NPU:0\nPTA,1.69512E+15,4000,20,NPU:0\nPTA,{}.5,12,20,NPU:0\n",
+        T0_US,
+        T0_US + 16_000
+    );
+    text_rank(
+        tmp.path(),
+        0,
+        true,
+        1,
+        &[
+            ("kernel_details.csv", back_to_back(2)),
+            ("memory_record.csv", memory),
+        ],
+    );
+    let r = report(tmp.path());
+    let notes = &r.inputs[0].notes;
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("memory_record.csv:3:") && n.contains("1.69512E+15")),
+        "{notes:?}"
+    );
+    let m = &r.memory[0];
+    assert_eq!(m.peak_bytes, 12 * 1024 * 1024);
+    assert!(m.peak_since_start_ns < 17_000_000, "{m:?}");
+}
+
+#[test]
+fn all_gather_bandwidth_counts_the_gathered_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    // 8 ranks gather 12,568 floats each (50,272 B) in 100 us; the output is 402,176 B.
+    let trace = r#"{"traceEvents": [
+ {"ph":"X","cat":"kernel","name":"ncclDevKernel_AllGather_RING_LL","pid":2,"tid":8,"ts":1000,"dur":100,
+  "args":{"In msg nelems":12568,"Out msg nelems":100544,"Group size":8,"dtype":"Float","Process Group Name":"0"}},
+ {"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL","pid":2,"tid":8,"ts":2000,"dur":100,
+  "args":{"In msg nelems":12568,"Out msg nelems":12568,"Group size":8,"dtype":"Float"}}
+]}"#;
+    std::fs::write(tmp.path().join("rank0.pt.trace.json"), trace).unwrap();
+    let r = report(tmp.path());
+    let ag = r
+        .comm
+        .iter()
+        .find(|c| c.name.contains("AllGather"))
+        .unwrap();
+    assert_eq!(ag.bytes, Some(402_176));
+    assert_eq!(ag.group_size, Some(8));
+    let algbw = 402_176.0 / 100_000.0;
+    assert!((ag.bandwidth_gbps.unwrap() - algbw).abs() < 1e-9);
+    assert!((ag.bus_bandwidth_gbps.unwrap() - algbw * 7.0 / 8.0).abs() < 1e-9);
+    let ar = r
+        .comm
+        .iter()
+        .find(|c| c.name.contains("AllReduce"))
+        .unwrap();
+    assert_eq!(ar.bytes, Some(50_272));
+    let algbw = 50_272.0 / 100_000.0;
+    assert!((ar.bus_bandwidth_gbps.unwrap() - algbw * 2.0 * 7.0 / 8.0).abs() < 1e-9);
+    assert!(
+        r.notes.iter().any(|n| n.contains("nccl-tests")),
+        "{:?}",
+        r.notes
+    );
+}
+
+/// verl 0.9.1 names its ranges by stage label (`actor_update`, `actor_compute_log_prob`,
+/// `ref_compute_log_prob`, `rollout`, `async_rollout` inside it): the per-step breakdown maps
+/// them to rollout / log-prob / update, a nested range of one class counted once.
+#[test]
+fn verl_stage_labels_give_the_role_breakdown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = r#"{"traceEvents": [
+ {"ph":"X","cat":"cpu_op","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000},
+ {"ph":"X","cat":"user_annotation","name":"rollout","pid":1,"tid":1,"ts":0,"dur":400},
+ {"ph":"X","cat":"user_annotation","name":"async_rollout","pid":1,"tid":1,"ts":10,"dur":300},
+ {"ph":"X","cat":"user_annotation","name":"actor_compute_log_prob","pid":1,"tid":1,"ts":400,"dur":100},
+ {"ph":"X","cat":"user_annotation","name":"ref_compute_log_prob","pid":1,"tid":1,"ts":500,"dur":50},
+ {"ph":"X","cat":"user_annotation","name":"actor_update","pid":1,"tid":1,"ts":600,"dur":300},
+ {"ph":"X","cat":"user_annotation","name":"train_batch","pid":1,"tid":1,"ts":610,"dur":200},
+ {"ph":"X","cat":"kernel","name":"MatMul","pid":2,"tid":7,"ts":620,"dur":10}
+]}"#;
+    std::fs::write(tmp.path().join("rank0.pt.trace.json"), trace).unwrap();
+    let r = report(tmp.path());
+    let row = &r.breakdown[0];
+    assert_eq!(row.rollout_ns, 400_000);
+    assert_eq!(row.log_prob_ns, 150_000);
+    assert_eq!(row.update_ns, 300_000);
+    assert!(row.roles.contains_key("actor_update"), "{:?}", row.roles);
+    assert!(!row.roles.contains_key("train_batch"), "{:?}", row.roles);
+}
+
+/// The cluster view is the report's figures, rank by rank.
+#[test]
+fn cluster_and_report_give_the_same_per_rank_figures() {
+    let tmp = tempfile::tempdir().unwrap();
+    for rank in 0..2u32 {
+        text_rank(
+            tmp.path(),
+            rank,
+            true,
+            2,
+            &[("kernel_details.csv", back_to_back(5 + rank as u64))],
+        );
+    }
+    let r = report(tmp.path());
+    let c = cluster(tmp.path());
+    assert_eq!(c.steps.len(), r.cann_steps.len());
+    for s in &c.steps {
+        let k = r
+            .cann_steps
+            .iter()
+            .find(|k| k.rank == s.rank && k.step == s.step)
+            .unwrap();
+        assert_eq!(s.computing_ms, k.computing_ns as f64 / 1e6);
+        assert_eq!(s.step_ms, k.stage_ns as f64 / 1e6);
+    }
+    assert_eq!(c.steps[1].computing_ms, 0.006);
+}
