@@ -168,21 +168,7 @@ pub fn memory_from_totals(totals: impl IntoIterator<Item = (i64, i64)>) -> Vec<M
         .collect()
 }
 
-/// One allocation by an op (`OP_MEMORY` / `operator_memory.csv` row) and its release, if any:
-/// times (ns, relative to the profile's origin) and the allocator's totals just after each.
-#[derive(Debug, Clone, Copy)]
-pub struct OpAllocation {
-    /// The op (interned name, or [`NONE`]).
-    pub op: u32,
-    /// Bytes.
-    pub size: i64,
-    /// Allocation time.
-    pub at: i64,
-    /// Total allocated just after the allocation.
-    pub total_at: Option<i64>,
-    /// Release time and total allocated just after it.
-    pub release: Option<(i64, Option<i64>)>,
-}
+pub use crate::model::OpAllocation;
 
 /// Gives the points of a producer's memory curve ([`memory_from_totals`]) that are an
 /// allocation or a release of `allocations` (same time, same total just after) that
@@ -307,6 +293,7 @@ fn attribute_operator_memory(p: &mut Profile) {
         col("Release Total Allocated(MB)"),
         col("Device Type"),
     );
+    let size_kb = col("Size(KB)");
     let allocations: Vec<OpAllocation> = t
         .rows
         .iter()
@@ -315,7 +302,7 @@ fn attribute_operator_memory(p: &mut Profile) {
             Some(OpAllocation {
                 at: csv_us_to_ns(field(r, at))?,
                 op: p.intern(field(r, name)),
-                size: 0,
+                size: number(field(r, size_kb)).map_or(0, |kb| (kb * 1024.0).round() as i64),
                 total_at: mb_to_bytes(field(r, at_total)),
                 release: csv_us_to_ns(field(r, release))
                     .map(|t| (t, mb_to_bytes(field(r, release_total)))),
@@ -324,6 +311,7 @@ fn attribute_operator_memory(p: &mut Profile) {
         .collect();
     p.tables[i] = t;
     attribute_allocations(&mut p.memory, &allocations);
+    p.op_allocations = allocations;
 }
 
 /// Whether `path` names something (a file, a link, a FIFO, ...): what it is is checked when it

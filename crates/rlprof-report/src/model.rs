@@ -228,6 +228,22 @@ pub struct MemEvent {
     pub total: Option<i64>,
 }
 
+/// One allocation by an op (`OP_MEMORY` / `operator_memory.csv` row) and its release, if any:
+/// times (ns, relative to the profile's origin) and the allocator's totals just after each.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpAllocation {
+    /// The op (interned name, or [`NONE`]).
+    pub op: u32,
+    /// Bytes.
+    pub size: i64,
+    /// Allocation time.
+    pub at: i64,
+    /// Total allocated just after the allocation.
+    pub total_at: Option<i64>,
+    /// Release time and total allocated just after it.
+    pub release: Option<(i64, Option<i64>)>,
+}
+
 /// Where a profile came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -312,6 +328,11 @@ pub struct Profile {
     /// Host (CPU) memory events, in time order; never added to [`Profile::memory`].
     #[serde(skip)]
     pub host_memory: Vec<MemEvent>,
+    /// The producer's per-op allocations with their releases (torch_npu's `OP_MEMORY` /
+    /// `operator_memory.csv`), when [`Profile::memory`] is the producer's running total: what
+    /// was live at the peak is told from these.
+    #[serde(skip)]
+    pub op_allocations: Vec<OpAllocation>,
     /// What the producer says about the job.
     pub meta: JobMeta,
     /// Names of threads/streams, by thread number.
@@ -341,6 +362,7 @@ impl Profile {
             raw_details: RawDetails::default(),
             memory: Vec::new(),
             host_memory: Vec::new(),
+            op_allocations: Vec::new(),
             meta: JobMeta::default(),
             threads: Vec::new(),
             tables: Vec::new(),

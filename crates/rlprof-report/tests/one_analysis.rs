@@ -311,3 +311,75 @@ fn cluster_and_report_give_the_same_per_rank_figures() {
     }
     assert_eq!(c.steps[1].computing_ms, 0.006);
 }
+
+/// torch_npu's memory: 4,000 MB allocated at the first record, 10 MB of it by an op at that
+/// time and the rest before profiling started; then A (100 MB, freed before the peak), B
+/// (50 MB, never freed) and C (200 MB, the peak): what is live at the peak is "before
+/// profiling" + C + B + the first op, summing to the peak, and A is not listed.
+#[test]
+fn memory_live_at_the_peak_sums_to_the_peak() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = |us: u64| format!("{}.000", T0_US + us);
+    let totals = [
+        (0, 4000),
+        (10, 4100),
+        (20, 4150),
+        (30, 4050),
+        (40, 4250),
+        (50, 4050),
+    ];
+    let mut record = String::from(
+        "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Device Type\n",
+    );
+    for (us, mb) in totals {
+        record += &format!("PTA,{},{mb},8000,NPU:0\n", t(us));
+    }
+    let mut ops = String::from(
+        "Name,Size(KB),Allocation Time(us),Release Time(us),Active Release Time(us),Duration(us),Active Duration(us),Allocation Total Allocated(MB),Allocation Total Reserved(MB),Allocation Total Active(MB),Release Total Allocated(MB),Release Total Reserved(MB),Release Total Active(MB),Stream Ptr,Device Type\n",
+    );
+    let mut row =
+        |name: &str, mb: u64, at: u64, rel: Option<u64>, at_total: u64, rel_total: u64| {
+            ops += &format!(
+                "{name},{},{},{},,,,{at_total},8000,,{},8000,,1,NPU:0\n",
+                mb * 1024,
+                t(at),
+                rel.map(t).unwrap_or_default(),
+                if rel.is_some() {
+                    rel_total.to_string()
+                } else {
+                    String::new()
+                }
+            );
+        };
+    row("aten::empty_strided", 10, 0, None, 4000, 0);
+    row("A", 100, 10, Some(30), 4100, 4050);
+    row("B", 50, 20, None, 4150, 0);
+    row("C", 200, 40, Some(50), 4250, 4050);
+    text_rank(
+        tmp.path(),
+        0,
+        true,
+        1,
+        &[
+            ("kernel_details.csv", back_to_back(2)),
+            ("memory_record.csv", record),
+            ("operator_memory.csv", ops),
+        ],
+    );
+    let r = report(tmp.path());
+    let m = &r.memory[0];
+    let mb = 1024 * 1024;
+    assert_eq!(m.peak_bytes, 4250 * mb);
+    let live: Vec<(&str, i64)> = m.at_peak.iter().map(|o| (o.op.as_str(), o.bytes)).collect();
+    assert_eq!(
+        live,
+        [
+            ("before profiling", 3990 * mb),
+            ("C", 200 * mb),
+            ("B", 50 * mb),
+            ("aten::empty_strided", 10 * mb)
+        ],
+        "{m:?}"
+    );
+    assert!(m.at_peak.iter().map(|o| o.bytes).sum::<i64>() <= m.peak_bytes);
+}

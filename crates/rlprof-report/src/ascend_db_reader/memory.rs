@@ -41,6 +41,7 @@ impl Reader<'_, '_> {
         let mut events = crate::ascend_text_reader::memory_from_totals(totals);
         crate::ascend_text_reader::attribute_allocations(&mut events, &allocations);
         self.p.memory.extend(events);
+        self.p.op_allocations = allocations;
         Ok(())
     }
 
