@@ -1,8 +1,8 @@
-//! Figures that more than one consumer shows, defined once: `rlprof analyse --cluster`
-//! (`rlprof-export`'s `cluster`) and `rlprof report` (`rlprof-report`'s `summary`) both call
-//! these, so the two can never name a different slowest rank for the same numbers, nor compute a
-//! bandwidth two ways. They live beside the raw decoder because it is the one crate both readers
-//! depend on.
+//! Figure rules that more than one crate needs, defined once: `rlprof-report` (the one
+//! analysis layer, behind `report`, `analyse --cluster` and the Python API) and `rlprof-export`
+//! (whose Ascend writer fills CANN's tables) both call these, so no two places can name a
+//! different slowest rank for the same numbers, nor compute a bandwidth two ways. They live
+//! beside the raw decoder because it is the one crate both depend on.
 
 /// Achieved bandwidth in GB/s (bytes per nanosecond) of `bytes` moved in `busy_ns`, the
 /// collective's time without its wait for peers. `None` when there was no busy time.
