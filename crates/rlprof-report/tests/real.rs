@@ -381,3 +381,65 @@ fn profiles_of_different_jobs_are_never_summed_or_compared() {
         }
     }
 }
+
+/// CANN's step figures computed by its rules from torch_npu's own timeline agree with what
+/// torch_npu wrote in `step_trace_time.csv` beside it (which the report shows as written), and the cluster view gives the report's
+/// per-rank figures, on every real profile.
+#[test]
+#[ignore = "needs ../shared/fixtures"]
+fn cann_rules_reproduce_step_trace_time_and_cluster_equals_report() {
+    for level in ["level0", "level1", "level2"] {
+        let dir = real(&format!("msinsight_pytorch/text/{level}"));
+        let loaded = rlprof_report::load(&dir, &Default::default()).unwrap();
+        let report = rlprof_report::summarise(&loaded);
+        for (i, p) in loaded.profiles.iter().enumerate() {
+            let table: Vec<_> = report
+                .cann_steps
+                .iter()
+                .filter(|c| c.profile == i)
+                .collect();
+            assert!(!table.is_empty(), "{level}: no CANN rows");
+            assert!(table.iter().all(|c| c.source == "step_trace_time.csv"));
+            let ours = rlprof_report::summary::cann::computed(p, "job", i);
+            for t in &table {
+                let o = ours.iter().find(|o| o.step == t.step).unwrap_or_else(|| {
+                    panic!("{level} rank {}: no step {}: {ours:?}", p.rank, t.step)
+                });
+                let pairs = [
+                    ("Computing", o.computing_ns, t.computing_ns),
+                    ("Communication", o.communication_ns, t.communication_ns),
+                    (
+                        "Communication(Not Overlapped)",
+                        o.communication_not_overlapped_ns,
+                        t.communication_not_overlapped_ns,
+                    ),
+                    ("Free", o.free_ns, t.free_ns),
+                    ("Stage", o.stage_ns, t.stage_ns),
+                ];
+                // CANN sums its overlap-analysis events, each written in microseconds with
+                // three decimals, and writes the sums as floats: within 200 ns of ours (the
+                // largest difference measured on these six ranks: 125 ns, on Stage).
+                for (name, a, b) in pairs {
+                    assert!(
+                        a.abs_diff(b) <= 200,
+                        "{level} rank {} step {}: {name} ours {a} ns, CANN {b} ns",
+                        p.rank,
+                        t.step
+                    );
+                }
+            }
+        }
+        let cluster = rlprof_report::cluster::from_report(&report);
+        assert_eq!(cluster.steps.len(), report.cann_steps.len());
+        for s in &cluster.steps {
+            let c = report
+                .cann_steps
+                .iter()
+                .find(|c| c.rank == s.rank && c.step == s.step)
+                .unwrap();
+            assert_eq!(s.step_ms, c.stage_ns as f64 / 1e6);
+            assert_eq!(s.free_ms, c.free_ns as f64 / 1e6);
+            assert_eq!(s.computing_ms, c.computing_ns as f64 / 1e6);
+        }
+    }
+}
