@@ -383,3 +383,51 @@ fn memory_live_at_the_peak_sums_to_the_peak() {
     );
     assert!(m.at_peak.iter().map(|o| o.bytes).sum::<i64>() <= m.peak_bytes);
 }
+
+/// verl 0.9.1 in discrete mode: one torch_npu collection per call under
+/// `save_path/{stage}/{host}_{pid}_{ts}_ascend_pt`, each holding the stage's mstx range. Two
+/// steps of three stages group into two step rows by time, each with its rollout, log-prob and
+/// update time.
+#[test]
+fn verl_discrete_collections_group_into_steps_by_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let stages = [
+        ("rollout_generate", "rollout", 400u64),
+        ("actor_compute_log_prob", "actor_compute_log_prob", 100),
+        ("actor_update", "actor_update", 300),
+    ];
+    let mut t = T0_US;
+    for step in 0..2u64 {
+        for (k, (dir, label, dur)) in stages.iter().enumerate() {
+            let pt = tmp
+                .path()
+                .join(dir)
+                .join(format!("host_4242_2025010100000{step}{k}_ascend_pt"));
+            let out = pt.join("ASCEND_PROFILER_OUTPUT");
+            std::fs::create_dir_all(&out).unwrap();
+            std::fs::write(pt.join("profiler_info_0.json"), "{}").unwrap();
+            let trace = format!(
+                r#"[{{"ph":"X","cat":"MsTx","name":"{label}","pid":1,"tid":1,"ts":"{t}.000","dur":{dur}}},
+ {{"ph":"X","cat":"kernel","name":"MatMul","pid":2,"tid":7,"ts":"{}.000","dur":5}}]"#,
+                t + 1
+            );
+            std::fs::write(out.join("trace_view.json"), trace).unwrap();
+            t += dur + 50;
+        }
+    }
+    let r = report(tmp.path());
+    assert!(r.skipped.is_empty(), "{:?}", r.skipped);
+    let rows: Vec<_> = r.breakdown.iter().filter(|b| b.rank == 0).collect();
+    assert_eq!(
+        rows.iter().map(|b| b.step.as_str()).collect::<Vec<_>>(),
+        ["1", "2"],
+        "{rows:?}"
+    );
+    for b in rows {
+        assert_eq!(
+            (b.rollout_ns, b.log_prob_ns, b.update_ns),
+            (400_000, 100_000, 300_000),
+            "{b:?}"
+        );
+    }
+}

@@ -27,12 +27,55 @@ fn overlap(a: &Event, s: i64, e: i64) -> u64 {
     (a.end().min(e) - a.start.max(s)).max(0) as u64
 }
 
+/// The stage a discrete collection holds, by its directory: verl 0.9.1 writes each call's
+/// collection to `save_path/{stage}/...` (`actor_update`, `rollout_generate`, ...).
+fn discrete_stage(p: &Profile) -> Option<RoleClass> {
+    if p.events.iter().any(|e| e.track == Track::Step) {
+        return None;
+    }
+    let first = p.group.split('/').next()?;
+    role_class(first)
+}
+
+/// verl 0.9.1's discrete collections of one rank, grouped into steps by time: in start order,
+/// a step ends where a stage already seen in it comes again (each stage runs once per step).
+/// Gives each such profile its (run, step label): run empty, steps counted from 1 in the order
+/// collected (the step numbers themselves are not in the files).
+fn discrete_steps(profiles: &[Profile], jobs: &[&str]) -> HashMap<usize, (String, String)> {
+    let mut by_rank: BTreeMap<(&str, u32), Vec<(i128, usize, RoleClass)>> = BTreeMap::new();
+    for (i, p) in profiles.iter().enumerate() {
+        if let Some(class) = discrete_stage(p) {
+            let start = p.origin_ns as i128 + p.extent().0 as i128;
+            by_rank
+                .entry((jobs[i], p.rank))
+                .or_default()
+                .push((start, i, class));
+        }
+    }
+    let mut out = HashMap::new();
+    for (_, mut v) in by_rank {
+        v.sort();
+        let mut step = 1u64;
+        let mut seen: Vec<RoleClass> = Vec::new();
+        for (_, i, class) in v {
+            if seen.contains(&class) {
+                step += 1;
+                seen.clear();
+            }
+            seen.push(class);
+            out.insert(i, (String::new(), step.to_string()));
+        }
+    }
+    out
+}
+
 pub(super) fn breakdown(
     profiles: &[Profile],
     jobs: &[&str],
     unions: &[crate::device::Unions],
 ) -> Vec<StepRow> {
     let mut rows: BTreeMap<(String, String, String, u32), StepRow> = BTreeMap::new();
+    let discrete = discrete_steps(profiles, jobs);
     for (i, p) in profiles.iter().enumerate() {
         let job = jobs[i];
         // One pass for the few events the windows need (steps, role calls, phases).
@@ -52,7 +95,7 @@ pub(super) fn breakdown(
                 _ => {}
             }
         }
-        let (run, label) = run_and_step(p);
+        let (run, label) = discrete.get(&i).cloned().unwrap_or_else(|| run_and_step(p));
         let unions = (!steps.is_empty()).then(|| &unions[i]);
         let windows: Vec<(String, Option<&Event>)> = if steps.is_empty() {
             vec![(label, None)]
