@@ -26,7 +26,7 @@ pub fn summarise(loaded: &Loaded) -> Report {
         .profiles
         .iter()
         .enumerate()
-        .map(|(i, p)| super::cann::cann_steps(p, ids[i], i))
+        .map(|(i, p)| super::cann::cann_steps(p, ids[i], i, &unions[i]))
         .collect();
     // The parts are independent: the op tables on one thread, the rest on another.
     let ((ops, top, mut notes), ((breakdown, memory, comm), jobs)) = rayon::join(

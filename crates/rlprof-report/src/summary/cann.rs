@@ -32,14 +32,20 @@ use crate::model::{Profile, Table, Track};
 /// `source` of a row computed here.
 pub const COMPUTED: &str = "computed by CANN's rules";
 
-/// The step figures of one profile.
-pub(super) fn cann_steps(p: &Profile, job: &str, profile: usize) -> Vec<CannStepRow> {
+/// The step figures of one profile, whose device unions ([`crate::device::class_unions`])
+/// are `unions`.
+pub(super) fn cann_steps(
+    p: &Profile,
+    job: &str,
+    profile: usize,
+    unions: &crate::device::Unions,
+) -> Vec<CannStepRow> {
     if let Some(rows) = from_tables(p, job, profile)
         && !rows.is_empty()
     {
         return rows;
     }
-    computed(p, job, profile)
+    by_rules(p, job, profile, &unions[0], &unions[1])
 }
 
 /// The CSV's (or the DB table's) header names, in CANN's text spelling.
@@ -122,34 +128,37 @@ fn from_tables(p: &Profile, job: &str, profile: usize) -> Option<Vec<CannStepRow
 /// Rows computed from the device timeline by CANN's rules (module doc), whatever tables the
 /// profile carries (the tests hold them against the producer's own).
 pub fn computed(p: &Profile, job: &str, profile: usize) -> Vec<CannStepRow> {
-    let mut compute = Vec::new();
-    let mut comm = Vec::new();
+    let u = crate::device::class_unions(p);
+    by_rules(p, job, profile, &u[0], &u[1])
+}
+
+/// [`computed`] with the unions of compute and communication known.
+fn by_rules(
+    p: &Profile,
+    job: &str,
+    profile: usize,
+    compute: &[(i64, i64)],
+    comm: &[(i64, i64)],
+) -> Vec<CannStepRow> {
+    if compute.is_empty() && comm.is_empty() {
+        return Vec::new();
+    }
     let mut receive = Vec::new();
     let mut steps = Vec::new();
     for e in &p.events {
-        let iv = (e.start, e.end());
         match e.track {
-            Track::Kernel => compute.push(iv),
             Track::Comm => {
-                comm.push(iv);
-                if p.str(e.name)
-                    .to_ascii_lowercase()
-                    .starts_with("hcom_receive")
-                {
-                    receive.push(iv);
+                let n = p.str(e.name).as_bytes();
+                if n.len() >= 12 && n[..12].eq_ignore_ascii_case(b"hcom_receive") {
+                    receive.push((e.start, e.end()));
                 }
             }
             Track::Step => steps.push((e.start, p.str(e.name).to_string())),
             _ => {}
         }
     }
-    if compute.is_empty() && comm.is_empty() {
-        return Vec::new();
-    }
-    let compute = union(compute);
-    let comm = union(comm);
-    let busy = union([compute.as_slice(), comm.as_slice()].concat());
-    let not_overlapped = difference(&comm, &compute);
+    let busy = union([compute, comm].concat());
+    let not_overlapped = difference(comm, compute);
     let free: Vec<(i64, i64)> = busy.windows(2).map(|w| (w[0].1, w[1].0)).collect();
     steps.sort();
     // Device windows: from the first segment start at or after the host step's start.
@@ -175,8 +184,8 @@ pub fn computed(p: &Profile, job: &str, profile: usize) -> Vec<CannStepRow> {
         };
         let sum = |v: &[(i64, i64)]| v.iter().map(|s| (s.1 - s.0) as u64).sum::<u64>();
         let (c, m, n, f) = (
-            inside(&compute),
-            inside(&comm),
+            inside(compute),
+            inside(comm),
             inside(&not_overlapped),
             inside(&free),
         );
