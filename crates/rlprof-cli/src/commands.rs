@@ -524,6 +524,7 @@ pub(crate) fn report(
     format: &str,
     compare: Option<&Path>,
     force: bool,
+    ranks: Vec<u32>,
 ) -> Result<ExitCode> {
     let default_html = Path::new("report.html");
     let out = output.or((format == "html").then_some(default_html));
@@ -548,7 +549,13 @@ pub(crate) fn report(
         match format {
             "json" => w.write_all(rlprof_report::render_json(&report)?.as_bytes())?,
             "text" => w.write_all(rlprof_report::render_text(&report).as_bytes())?,
-            _ => rlprof_report::write_html(&report, &loaded.profiles, &Default::default(), w)?,
+            _ => {
+                let opts = rlprof_report::HtmlOptions {
+                    ranks: ranks.clone(),
+                    ..Default::default()
+                };
+                rlprof_report::write_html(&report, &loaded.profiles, &opts, w)?
+            }
         }
         Ok(())
     };

@@ -95,6 +95,10 @@ enum Command {
         /// Replace the output file when it exists (never allowed inside raw data).
         #[arg(long)]
         force: bool,
+        /// On a cluster page (more than 8 ranks), keep the timeline of these ranks too
+        /// (besides rank 0, the slowest and the fastest), e.g. `--ranks 3,17`.
+        #[arg(long, value_delimiter = ',')]
+        ranks: Vec<u32>,
     },
 }
 
@@ -187,7 +191,15 @@ fn main() -> std::process::ExitCode {
             format,
             compare,
             force,
-        } => commands::report(&path, output.as_deref(), &format, compare.as_deref(), force),
+            ranks,
+        } => commands::report(
+            &path,
+            output.as_deref(),
+            &format,
+            compare.as_deref(),
+            force,
+            ranks,
+        ),
     };
     match result {
         Ok(code) => code,

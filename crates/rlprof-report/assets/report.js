@@ -2,7 +2,7 @@
 (function () {
   'use strict';
   var D = JSON.parse(document.getElementById('rlprof-data').textContent);
-  var R = D.report, TL = D.timeline;
+  var R = D.report, TL = D.timeline, DETAIL = D.detail_ranks;
   var app = document.getElementById('app');
   var COLORS = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac'];
   var TRACK_COLOR = { step: '#90a4ae', phase: '#a1887f', role_call: '#7986cb', iteration: '#ce93d8', user: '#81c784', span: '#aed581',
@@ -70,9 +70,64 @@
     return t;
   }
 
+  // ---- the ranks at a glance: slowest first, a heat strip in rank order ----
+  function renderOverview() {
+    var byRank = {};
+    R.jobs.forEach(function (j) {
+      j.ranks.forEach(function (k) {
+        byRank[j.id + '/' + k.rank] = { job: j.id, rank: k.rank, kernel: k.device.kernel_ns, comm: k.device.comm_ns,
+          idle: k.device.idle_ns, busy: 0, n: 0, free: null, stage: null };
+      });
+    });
+    R.breakdown.forEach(function (b) {
+      var o = byRank[b.job + '/' + b.rank]; if (!o) return;
+      var t = b.step_ns !== null ? b.step_ns : Object.keys(b.roles).reduce(function (a, k) { return a + b.roles[k]; }, 0);
+      o.busy += Math.max(0, t - (b.wait_ns || 0)); o.n += 1;
+    });
+    (R.cann_steps || []).forEach(function (c) {
+      var o = byRank[c.job + '/' + c.rank]; if (!o) return;
+      o.free = (o.free || 0) + c.free_ns; o.stage = (o.stage || 0) + c.stage_ns;
+    });
+    var rows = Object.keys(byRank).map(function (k) { var o = byRank[k]; o.busy = o.n ? o.busy / o.n : null; return o; });
+    if (rows.length < 2) return;
+    var s = section('overview', 'Ranks');
+    s.appendChild(el('p', rows.length + ' ranks; slowest first (mean busy time per step: the step less its wait for peers).', 'muted'));
+    if (DETAIL) {
+      s.appendChild(el('p', 'Timeline and per-rank detail kept for ranks ' + DETAIL.join(', ') +
+        ' (rank 0, the slowest and the fastest; `rlprof report --ranks` adds others); every rank is in the tables.', 'note'));
+    }
+    var vals = rows.map(function (r) { return r.busy; }).filter(function (v) { return v !== null; });
+    var lo = Math.min.apply(null, vals), hi = Math.max.apply(null, vals);
+    var strip = el('div', null, 'heat');
+    rows.slice().sort(function (a, b) { return a.job < b.job ? -1 : a.job > b.job ? 1 : a.rank - b.rank; }).forEach(function (r) {
+      var c = el('span');
+      var f = (r.busy === null || hi === lo) ? 0 : (r.busy - lo) / (hi - lo);
+      c.style.background = 'hsl(' + Math.round(120 - 120 * f) + ',70%,50%)';
+      c.title = r.job + ' rank ' + r.rank + ': busy ' + fmtNs(r.busy);
+      strip.appendChild(c);
+    });
+    s.appendChild(strip);
+    rows.sort(function (a, b) { return (b.busy || 0) - (a.busy || 0) || a.rank - b.rank; });
+    s.appendChild(sortableTable([
+      { name: 'job', key: function (r) { return r.job; }, left: true },
+      { name: 'rank', key: function (r) { return r.rank; } },
+      { name: 'busy / step', key: function (r) { return r.busy; }, fmt: fmtNs },
+      { name: 'kernel', key: function (r) { return r.kernel; }, fmt: fmtNs },
+      { name: 'comm', key: function (r) { return r.comm; }, fmt: fmtNs },
+      { name: 'idle', key: function (r) { return r.idle; }, fmt: fmtNs },
+      { name: 'CANN Free', key: function (r) { return r.free; }, fmt: fmtNs },
+      { name: 'CANN Stage', key: function (r) { return r.stage; }, fmt: fmtNs }], rows, 2000));
+  }
+
   function renderInputs() {
     var s = section('inputs', 'Inputs');
     var ul = el('ul');
+    var holder = s;
+    if (R.inputs.length > 20) {
+      holder = el('details');
+      holder.appendChild(el('summary', R.inputs.length + ' inputs'));
+      s.appendChild(holder);
+    }
     R.inputs.forEach(function (i) {
       var li = el('li');
       li.appendChild(el('b', 'rank ' + i.rank + ' · ' + i.group));
@@ -83,7 +138,7 @@
       i.open_with.forEach(function (n) { sub.appendChild(el('li', n, 'muted')); });
       li.appendChild(sub); ul.appendChild(li);
     });
-    s.appendChild(ul);
+    holder.appendChild(ul);
     if (R.skipped.length) {
       s.appendChild(el('h3', 'Skipped'));
       var sk = el('ul');
@@ -427,5 +482,5 @@
   }
 
   document.getElementById('loading').remove();
-  renderInputs(); renderTimeline(); renderBreakdown(); renderTop(); renderMemory(); renderComm(); renderCompare(); renderTables();
+  renderOverview(); renderInputs(); renderTimeline(); renderBreakdown(); renderTop(); renderMemory(); renderComm(); renderCompare(); renderTables();
 })();

@@ -29,8 +29,11 @@ pub fn load(path: &Path, limits: &Limits) -> Result<Loaded, ReportError> {
     } else {
         walk(path, path, 0, limits, &mut out)?;
     }
-    out.profiles
-        .sort_by(|a, b| (&a.group, a.rank, &a.source).cmp(&(&b.group, b.rank, &b.source)));
+    out.profiles.sort_by(|a, b| {
+        natural_cmp(&a.group, &b.group)
+            .then(a.rank.cmp(&b.rank))
+            .then_with(|| a.source.cmp(&b.source))
+    });
     drop_duplicates(&mut out);
     if out.profiles.is_empty() {
         let detail = out
@@ -44,6 +47,26 @@ pub fn load(path: &Path, limits: &Limits) -> Result<Loaded, ReportError> {
         });
     }
     Ok(out)
+}
+
+/// `a` and `b` with their runs of digits compared as numbers (`rank9` before `rank10`,
+/// `step2` before `step10`), so that a tree of many ranks or steps is listed in numeric order.
+/// Written here: eight lines, where a crate would add a dependency for one comparison.
+fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn chunks(s: &str) -> impl Iterator<Item = (bool, &str)> {
+        s.as_bytes()
+            .chunk_by(|x, y| x.is_ascii_digit() == y.is_ascii_digit())
+            .map(|c| (c[0].is_ascii_digit(), std::str::from_utf8(c).unwrap_or("")))
+    }
+    fn key((digits, c): (bool, &str)) -> (bool, usize, &str) {
+        let t = c.trim_start_matches('0');
+        (
+            digits,
+            if digits { t.len() } else { 0 },
+            if digits { t } else { c },
+        )
+    }
+    chunks(a).map(key).cmp(chunks(b).map(key))
 }
 
 fn walk(

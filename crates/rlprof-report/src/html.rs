@@ -29,18 +29,61 @@ const DETAIL_BATCH: usize = 1 << 14;
 pub const MAX_LANE_DEPTH: usize = 8;
 
 /// HTML options.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct HtmlOptions {
     /// Most content events kept in the timeline, over all profiles.
     pub max_events: usize,
+    /// A job of more ranks than this is a cluster: the page opens on the ranks' overview and
+    /// keeps the timeline only for rank 0, the slowest and the fastest rank, and `ranks`.
+    pub max_detail_ranks: usize,
+    /// Ranks whose timeline a cluster page keeps besides those.
+    pub ranks: Vec<u32>,
 }
 
 impl Default for HtmlOptions {
     fn default() -> Self {
         HtmlOptions {
             max_events: 400_000,
+            max_detail_ranks: 8,
+            ranks: Vec::new(),
         }
     }
+}
+
+/// The ranks whose timeline the page keeps: every rank, or for a cluster (more than
+/// `opts.max_detail_ranks` distinct ranks) rank 0, the slowest and the fastest by mean busy
+/// time per step ([`crate::summary::StepRow::busy_ns`]) and `opts.ranks`.
+fn detail_ranks(report: &Report, profiles: &[Profile], opts: &HtmlOptions) -> Option<Vec<u32>> {
+    let mut ranks: Vec<u32> = profiles.iter().map(|p| p.rank).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    if ranks.len() <= opts.max_detail_ranks {
+        return None;
+    }
+    let mut busy: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
+    for r in &report.breakdown {
+        let e = busy.entry(r.rank).or_default();
+        e.0 += r.busy_ns();
+        e.1 += 1;
+    }
+    let mean = |(t, n): (u64, u64)| t as f64 / n.max(1) as f64;
+    let mut keep: Vec<u32> = opts.ranks.clone();
+    keep.push(ranks[0]);
+    if let Some((&r, _)) = busy
+        .iter()
+        .max_by(|a, b| mean(*a.1).total_cmp(&mean(*b.1)).then(b.0.cmp(a.0)))
+    {
+        keep.push(r);
+    }
+    if let Some((&r, _)) = busy
+        .iter()
+        .min_by(|a, b| mean(*a.1).total_cmp(&mean(*b.1)).then(a.0.cmp(b.0)))
+    {
+        keep.push(r);
+    }
+    keep.sort_unstable();
+    keep.dedup();
+    Some(keep)
 }
 
 #[derive(Serialize)]
@@ -87,6 +130,9 @@ struct TimelineProfile {
 struct Data<'a> {
     report: &'a Report,
     timeline: Vec<TimelineProfile>,
+    /// The ranks whose timeline is kept (absent: all).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail_ranks: Option<Vec<u32>>,
 }
 
 /// Renders the HTML report ([`write_html`] into memory).
@@ -110,14 +156,18 @@ pub fn write_html(
     opts: &HtmlOptions,
     out: &mut dyn std::io::Write,
 ) -> Result<(), ReportError> {
+    let detail = detail_ranks(report, profiles, opts);
+    let shown = |p: &Profile| detail.as_ref().is_none_or(|d| d.contains(&p.rank));
     let content: usize = profiles
         .iter()
+        .filter(|p| shown(p))
         .map(|p| p.events.iter().filter(|e| e.track.is_content()).count())
         .sum();
     let offsets = group_offsets(profiles);
     let timeline = profiles
         .iter()
         .enumerate()
+        .filter(|(_, p)| shown(p))
         .map(|(i, p)| {
             let share = if content <= opts.max_events {
                 usize::MAX
@@ -135,7 +185,14 @@ pub fn write_html(
         out: &mut w,
         pending: Vec::new(),
     };
-    serde_json::to_writer(&mut esc, &Data { report, timeline })?;
+    serde_json::to_writer(
+        &mut esc,
+        &Data {
+            report,
+            timeline,
+            detail_ranks: detail,
+        },
+    )?;
     esc.finish().map_err(io)?;
     w.write_all(page_tail().as_bytes()).map_err(io)?;
     w.flush().map_err(io)

@@ -431,3 +431,69 @@ fn verl_discrete_collections_group_into_steps_by_time() {
         );
     }
 }
+
+/// A cluster of 12 ranks: the page keeps the timeline of rank 0, the slowest and the fastest
+/// (and those asked for), lists the inputs in numeric rank order, and its overview has every
+/// rank.
+#[test]
+fn a_cluster_page_keeps_detail_for_a_subset_of_ranks() {
+    let tmp = tempfile::tempdir().unwrap();
+    for rank in 0..12u32 {
+        // Rank 7 computes longest, rank 4 shortest.
+        let dur = match rank {
+            7 => 900,
+            4 => 100,
+            _ => 500,
+        };
+        let trace = format!(
+            r#"{{"distributedInfo": {{"rank": {rank}, "world_size": 12}}, "traceEvents": [
+ {{"ph":"X","cat":"cpu_op","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":{step}}},
+ {{"ph":"X","cat":"kernel","name":"MatMul","pid":2,"tid":7,"ts":10,"dur":{dur}}}]}}"#,
+            step = dur + 100
+        );
+        let d = tmp.path().join(format!("rank{rank}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(format!("r{rank}.pt.trace.json")), trace).unwrap();
+    }
+    let loaded = load(tmp.path(), &Default::default()).unwrap();
+    let ranks: Vec<u32> = loaded.profiles.iter().map(|p| p.rank).collect();
+    assert_eq!(ranks, (0..12).collect::<Vec<_>>(), "numeric order");
+    let r = summarise(&loaded);
+    let opts = rlprof_report::HtmlOptions {
+        ranks: vec![9],
+        ..Default::default()
+    };
+    let html = rlprof_report::render_html(&r, &loaded.profiles, &opts).unwrap();
+    let json = html
+        .split("id=\"rlprof-data\">")
+        .nth(1)
+        .and_then(|t| t.split("</script>").next())
+        .expect("the page's data block");
+    let data: serde_json::Value = serde_json::from_str(json).unwrap();
+    let detail: Vec<u64> = data["detail_ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        detail,
+        [0, 4, 7, 9],
+        "rank 0, the fastest, the slowest, the asked"
+    );
+    assert_eq!(data["timeline"].as_array().unwrap().len(), detail.len());
+    assert_eq!(
+        data["report"]["jobs"][0]["ranks"].as_array().unwrap().len(),
+        12
+    );
+    let all = rlprof_report::render_html(
+        &r,
+        &loaded.profiles,
+        &rlprof_report::HtmlOptions {
+            max_detail_ranks: 64,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(!all.contains("\"detail_ranks\""));
+}
