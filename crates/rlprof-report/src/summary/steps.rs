@@ -42,7 +42,9 @@ fn discrete_stage(p: &Profile) -> Option<RoleClass> {
 /// Gives each such profile its (run, step label): run empty, steps counted from 1 in the order
 /// collected (the step numbers themselves are not in the files).
 fn discrete_steps(profiles: &[Profile], jobs: &[&str]) -> HashMap<usize, (String, String)> {
-    let mut by_rank: BTreeMap<(&str, u32), Vec<(i128, usize, RoleClass)>> = BTreeMap::new();
+    // (job, rank) -> (absolute start, profile, stage).
+    type Calls = Vec<(i128, usize, RoleClass)>;
+    let mut by_rank: BTreeMap<(&str, u32), Calls> = BTreeMap::new();
     for (i, p) in profiles.iter().enumerate() {
         if let Some(class) = discrete_stage(p) {
             let start = p.origin_ns as i128 + p.extent().0 as i128;
