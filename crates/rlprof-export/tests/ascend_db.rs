@@ -717,8 +717,12 @@ fn cluster_analysis_of_the_dbs_equals_that_of_the_raw_data() {
             .unwrap()
             .is_empty()
     );
-    let from_raw = rlprof_report::cluster::analyse(&run, &Default::default()).unwrap();
-    let from_db = rlprof_report::cluster::analyse(&dbs, &Default::default()).unwrap();
+    let mut from_raw = rlprof_report::cluster::analyse(&run, &Default::default()).unwrap();
+    let mut from_db = rlprof_report::cluster::analyse(&dbs, &Default::default()).unwrap();
+    for c in [&mut from_raw, &mut from_db] {
+        c.steps
+            .sort_by(|a, b| (a.rank, &a.step).cmp(&(b.rank, &b.step)));
+    }
     assert_eq!(from_db.collections.len(), 4, "2 ranks x 2 steps");
     assert_eq!(from_db.ranks, [0, 1]);
     // CANN's figures: the DB tree's are read from the `StepTraceTime` the export wrote, the

@@ -391,6 +391,38 @@ fn read_profiler_info(pt_dir: &Path, p: &mut Profile) {
     }
 }
 
+/// Rank and world size from torch_npu's metadata (`profiler_metadata.json`, the DB's
+/// `META_DATA`): `distributed_args` (`rank`, `world_size`) when present, else the default group
+/// of `parallel_group_info` (`group_rank`, and its `global_ranks` for the size).
+pub(crate) fn metadata_rank_world(
+    args: Option<&serde_json::Value>,
+    groups: Option<&serde_json::Value>,
+) -> (Option<u32>, Option<u32>) {
+    let u32_of = |v: Option<&serde_json::Value>| {
+        v.and_then(|x| {
+            x.as_u64()
+                .or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()))
+        })
+        .and_then(|n| u32::try_from(n).ok())
+    };
+    let mut rank = u32_of(args.and_then(|a| a.get("rank")));
+    let mut world = u32_of(args.and_then(|a| a.get("world_size")));
+    if let Some(groups) = groups.and_then(|g| g.as_object()) {
+        let default = groups
+            .values()
+            .find(|g| g.get("group_name").and_then(|n| n.as_str()) == Some("default_group"));
+        if let Some(g) = default {
+            rank = rank.or_else(|| u32_of(g.get("group_rank")));
+            world = world.or_else(|| {
+                g.get("global_ranks")
+                    .and_then(|r| r.as_array())
+                    .and_then(|r| u32::try_from(r.len()).ok())
+            });
+        }
+    }
+    (rank, world)
+}
+
 /// Rank and world size from `profiler_metadata.json` (torch_npu writes it beside
 /// `profiler_info_{rank}.json`): `distributed_args` (`rank`, `world_size`) when present, else the
 /// default group of `parallel_group_info` (`group_rank`, and its `global_ranks` for the size).
@@ -416,29 +448,8 @@ fn read_profiler_metadata(pt_dir: &Path, p: &mut Profile) {
             return;
         }
     };
-    let u32_of = |v: Option<&serde_json::Value>| {
-        v.and_then(|x| {
-            x.as_u64()
-                .or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()))
-        })
-        .and_then(|n| u32::try_from(n).ok())
-    };
-    let args = v.get("distributed_args");
-    let mut rank = u32_of(args.and_then(|a| a.get("rank")));
-    let mut world = u32_of(args.and_then(|a| a.get("world_size")));
-    if let Some(groups) = v.get("parallel_group_info").and_then(|g| g.as_object()) {
-        let default = groups
-            .values()
-            .find(|g| g.get("group_name").and_then(|n| n.as_str()) == Some("default_group"));
-        if let Some(g) = default {
-            rank = rank.or_else(|| u32_of(g.get("group_rank")));
-            world = world.or_else(|| {
-                g.get("global_ranks")
-                    .and_then(|r| r.as_array())
-                    .and_then(|r| u32::try_from(r.len()).ok())
-            });
-        }
-    }
+    let (rank, world) =
+        metadata_rank_world(v.get("distributed_args"), v.get("parallel_group_info"));
     if let (Some(r), None) = (rank, rank_of(pt_dir)) {
         p.rank = r;
     }

@@ -36,6 +36,7 @@ impl StepSums {
         a.computing += k.end - k.start;
         a.overlapped += overlap(&idx.comm_spans, k.start, k.end);
         a.first_kernel = Some(a.first_kernel.map_or(k.start, |f| f.min(k.start)));
+        a.device(k.start, k.end);
     }
 
     /// Adds a communication op.
@@ -46,6 +47,7 @@ impl StepSums {
         };
         let dur = c.end - c.start;
         a.comm += dur;
+        a.device(c.start, c.end);
         if is_recv(idx.name(c.name)) {
             a.recv += dur;
         }

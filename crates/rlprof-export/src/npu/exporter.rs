@@ -65,15 +65,30 @@ pub(crate) struct StepAgg {
     pub(crate) overlapped: u64,
     pub(crate) recv: u64,
     pub(crate) first_kernel: Option<u64>,
+    /// The step's device activity (kernels and collectives): first start, last end.
+    pub(crate) device: Option<(u64, u64)>,
+}
+
+impl StepAgg {
+    /// Widens the step's device span by `[start, end)`.
+    pub(crate) fn device(&mut self, start: u64, end: u64) {
+        self.device = Some(
+            self.device
+                .map_or((start, end), |(a, b)| (a.min(start), b.max(end))),
+        );
+    }
 }
 
 /// One step's `step_trace_time` figures in ns: Computing, Communication(Not Overlapped),
 /// Overlapped, Communication, Free, Stage, Bubble, Communication(Not Overlapped and Exclude
-/// Receive), and Preparing (none without a kernel).
+/// Receive), and Preparing (none without a kernel). As CANN counts them
+/// (`rlprof_report::summary::cann`, `docs/metrics.md`): over the step's device activity, from
+/// its first task to its last, not over the host step window; Free is that span less
+/// Computing and Communication(Not Overlapped), Stage the span less Bubble.
 pub(crate) fn step_trace_row(s: &crate::decode::StepSpan, a: &StepAgg) -> ([u64; 8], Option<u64>) {
-    let dur = s.end - s.start;
+    let span = a.device.map_or(0, |(first, last)| last - first);
     let comm_no = a.comm.saturating_sub(a.overlapped);
-    let free = dur.saturating_sub(a.computing + comm_no);
+    let free = span.saturating_sub(a.computing + comm_no);
     (
         [
             a.computing,
@@ -81,11 +96,11 @@ pub(crate) fn step_trace_row(s: &crate::decode::StepSpan, a: &StepAgg) -> ([u64;
             a.overlapped,
             a.comm,
             free,
-            dur.saturating_sub(a.recv),
+            span.saturating_sub(a.recv),
             a.recv,
             comm_no.saturating_sub(a.recv),
         ],
-        a.first_kernel.map(|f| f.saturating_sub(s.start)),
+        a.device.map(|(f, _)| f.saturating_sub(s.start)),
     )
 }
 
@@ -258,6 +273,7 @@ impl<'a> Exporter<'a> {
             s.computing += dur;
             s.overlapped += overlap(&idx.comm_spans, k.start, k.end);
             s.first_kernel = Some(s.first_kernel.map_or(k.start, |f| f.min(k.start)));
+            s.device(k.start, k.end);
         }
         let prev = self.last_end.insert((k.thread, k.stream), k.end);
         let Some(w) = self.w.kernels.as_mut() else {
@@ -321,6 +337,7 @@ impl<'a> Exporter<'a> {
         let is_recv = name.contains("recv") || name.contains("receive");
         if let Some(s) = self.steps.get_mut(&step) {
             s.comm += dur;
+            s.device(c.start, c.end);
             if is_recv {
                 s.recv += dur;
             }

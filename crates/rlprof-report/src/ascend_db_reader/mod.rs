@@ -170,6 +170,9 @@ fn read_step_trace_time(db: &Path, p: &mut Profile) {
     }
 }
 
+/// Longest `META_DATA` value parsed (bytes).
+const MAX_META_VALUE: usize = 1 << 20;
+
 /// Most `StepTraceTime` rows read.
 const MAX_STEP_ROWS: usize = 1 << 20;
 
@@ -247,6 +250,9 @@ impl<'c, 'p> Reader<'c, 'p> {
                 )),
             }
         }
+        if self.has("META_DATA")? {
+            self.read_meta_data()?;
+        }
         if self.has("PYTORCH_API")? {
             self.read_pytorch_api()?;
         }
@@ -297,6 +303,36 @@ impl<'c, 'p> Reader<'c, 'p> {
 
     /// The first row's `col` of `table` as an integer of any storage class (`None` when the
     /// table is empty or the value is NULL or not a number).
+    /// The world size (and, without `RANK_DEVICE_MAP`, the rank) from `META_DATA`'s
+    /// `distributed_args` / `parallel_group_info` JSON values, as `profiler_metadata.json` is
+    /// read in the text layout. A value that is not JSON is left aside.
+    fn read_meta_data(&mut self) -> rusqlite::Result<()> {
+        let mut st = self.select("META_DATA", &["name", "value"])?;
+        let mut rows = st.raw_query();
+        let (mut args, mut groups) = (None, None);
+        while let Some(r) = rows.next()? {
+            let name = sql::text(r, 0)?;
+            let slot = match name.as_str() {
+                "distributed_args" => &mut args,
+                "parallel_group_info" => &mut groups,
+                _ => continue,
+            };
+            let text = sql::text(r, 1)?;
+            if text.len() <= MAX_META_VALUE {
+                *slot = serde_json::from_str::<serde_json::Value>(&text).ok();
+            }
+        }
+        let (rank, world) =
+            crate::ascend_text_reader::metadata_rank_world(args.as_ref(), groups.as_ref());
+        if world.is_some() {
+            self.p.meta.world_size = world;
+        }
+        if let (Some(r), false) = (rank, self.has("RANK_DEVICE_MAP")?) {
+            self.p.rank = r;
+        }
+        Ok(())
+    }
+
     fn first_int(&self, table: &str, col: &str) -> rusqlite::Result<Option<i64>> {
         let mut st = self.select(table, &[col])?;
         let mut rows = st.raw_query();
