@@ -167,3 +167,12 @@ def test_notebook_example_runs(collection, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "temporal breakdown" in p.stdout and "slowest rank" in p.stdout
     assert (tmp_path / "nb.html").stat().st_size > 1000
+
+
+def test_module_is_the_installed_wheel():
+    """These tests hold the installed wheel, never the source tree's python/ folder."""
+    from pathlib import Path
+
+    assert REPO not in Path(rlprof.__file__).resolve().parents, rlprof.__file__
+    assert Path(rlprof.__file__).with_name("py.typed").is_file()
+    assert Path(rlprof.__file__).with_name("_native.pyi").is_file()
