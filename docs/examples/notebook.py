@@ -34,6 +34,12 @@ print(roles.to_string(index=False))
 print("slowest rank per step:")
 print(r.slowest_rank[["job", "run", "step", "rank", "step_ns"]].to_string(index=False))
 
+# %% Ascend: CANN's step figures under step_trace_time.csv's names (us)
+st = r.get_step_trace_time()
+if not st.empty:
+    print("CANN step trace time:")
+    print(st.to_string(index=False))
+
 # %% Top ops and kernels, collectives and their bandwidth
 print("top ops by self time:")
 print(r.top.nlargest(5, "self_ns")[["kind", "name", "count", "self_ns", "share"]].to_string(index=False))

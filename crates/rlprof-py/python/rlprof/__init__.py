@@ -42,6 +42,19 @@ PathLike = Union[str, "os.PathLike[str]"]
 # Top-level lists of plain values, not tables (when empty they would look like one).
 _NOT_TABLES = ("notes",)
 
+# The report's CANN step columns under the names of CANN's step_trace_time.csv.
+_CANN_NAMES = {
+    "computing_ns": "Computing",
+    "communication_not_overlapped_ns": "Communication(Not Overlapped)",
+    "overlapped_ns": "Overlapped",
+    "communication_ns": "Communication",
+    "free_ns": "Free",
+    "stage_ns": "Stage",
+    "bubble_ns": "Bubble",
+    "communication_not_overlapped_exclude_receive_ns": "Communication(Not Overlapped and Exclude Receive)",
+    "preparing_ns": "Preparing",
+}
+
 # Columns that identify a parent row, carried into the tables of its nested lists.
 _KEYS = ("job", "run", "step", "rank", "profile", "index", "kind", "name")
 
@@ -288,6 +301,34 @@ class Report:
                 "job": k["job"],
             }
         )[cols]
+
+    @property
+    def cann_steps(self) -> pd.DataFrame:
+        """CANN's step figures per (job, profile, rank, step) in the report's columns (ns):
+        ``computing_ns``, ``communication_not_overlapped_ns``, ``overlapped_ns``,
+        ``communication_ns``, ``free_ns``, ``stage_ns``, ``bubble_ns``, ``preparing_ns``...,
+        and ``source`` (CANN's own table, or computed by CANN's rules). Empty when the report has
+        none."""
+        return self.table("cann_steps") if "cann_steps" in self.tables else pd.DataFrame()
+
+    def get_step_trace_time(self) -> pd.DataFrame:
+        """:attr:`cann_steps` under the names of CANN's ``step_trace_time.csv`` (what
+        msprof-analyze and MindStudio Insight show), in us: ``rank``, ``Step``, ``Computing``,
+        ``Communication(Not Overlapped)``, ``Overlapped``, ``Communication``, ``Free``,
+        ``Stage``, ``Bubble``, ``Communication(Not Overlapped and Exclude Receive)``,
+        ``Preparing``, then ``job``, ``profile``, ``source``. A figure the report adds later keeps
+        its own name (``NAME_ns`` / 1000 as ``NAME(us)``)."""
+        c = self.cann_steps
+        if c.empty:
+            return pd.DataFrame(columns=["rank", "Step", *_CANN_NAMES.values(), "job", "profile", "source"])
+        out = pd.DataFrame({"rank": c["rank"], "Step": c["step"]})
+        for col in c.columns:
+            if col.endswith("_ns"):
+                out[_CANN_NAMES.get(col, f"{col[:-3]}(us)")] = pd.to_numeric(c[col]) / 1e3
+        for col in ("job", "profile", "source"):
+            if col in c.columns:
+                out[col] = c[col]
+        return out
 
     @property
     def steps(self) -> pd.DataFrame:
