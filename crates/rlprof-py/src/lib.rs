@@ -3,11 +3,12 @@
 //! Deliberately thin: three functions over [`rlprof_cli`], which is the `rlprof` command
 //! itself, so that the wheel's command and module are the very program `cargo build` gives.
 //!
-//! - [`run`]: the `rlprof` console script (`rlprof._cli:main`) calls it with `sys.argv`;
-//! - [`report_json`]: `rlprof report PATH --format json`'s text, which `rlprof.load` parses and
+//! - `run` ([`rlprof_cli::run`]): the `rlprof` console script (`rlprof._cli:main`) calls it with `sys.argv`;
+//! - `report_json` ([`rlprof_cli::report_json`]): `rlprof report PATH --format json`'s text, which `rlprof.load` parses and
 //!   reshapes into pandas DataFrames on the Python side (one analysis: nothing is computed in
 //!   Python);
-//! - [`report_html`]: `rlprof report PATH -o OUT`, for `rlprof.report`.
+//! - `report_html` ([`rlprof_cli::report_html`]): `rlprof report PATH -o OUT`, for
+//!   `rlprof.report`.
 //!
 //! The Python side (`python/rlprof/`) holds the tables, their docstrings and the type stubs.
 //! Each call releases the GIL while Rust works.
