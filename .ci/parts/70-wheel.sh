@@ -12,7 +12,7 @@
 (
   wheel_t0=$(date +%s)
   export PIP_CACHE_DIR=${PIP_CACHE_DIR:-/opt/rlprof-pip-cache} PIP_DISABLE_PIP_VERSION_CHECK=1
-  build_venv=/opt/rlprof-maturin-venv
+  build_venv=${RLPROF_MATURIN_VENV:-/opt/rlprof-maturin-venv}
   if [ ! -x "$build_venv/bin/python" ]; then
     python3 -m venv "$build_venv"
   fi
@@ -35,7 +35,7 @@
   "$rl" analyse --cluster "$work/prof"
   test -s "$work/prof/cluster_analysis/cluster_analysis.json"
   # A real torch_npu tree (read-only fixtures: analyse writes cluster_analysis/, so a copy).
-  cp -R "$RLPROF_FIXTURES/real/msinsight_pytorch/db/level1" "$work/npu"
+  cp -R "$RLPROF_FIXTURES/real/msinsight_pytorch/db/level1" "$work/npu" && chmod -R u+w "$work/npu"
   "$rl" report "$work/npu" --format text >/dev/null
   "$rl" analyse --cluster "$work/npu"
   "$work/venv/bin/python" docs/examples/notebook.py "$work/prof" "$work/notebook.html"
