@@ -109,11 +109,7 @@ def _is_foreign_table(v: Any) -> bool:
 def _frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """A DataFrame of records, integer columns kept exact (``Int64`` where a value is null)."""
     rows = [_flatten(r) for r in records]
-    columns: List[str] = []
-    for r in rows:
-        for k in r:
-            if k not in columns:
-                columns.append(k)
+    columns = list(dict.fromkeys(k for r in rows for k in r))
     data = {c: [r.get(c) for r in rows] for c in columns}
     df = pd.DataFrame({c: pd.Series(v, dtype=_dtype(v)) for c, v in data.items()}, columns=columns)
     df.index = pd.RangeIndex(len(rows))
@@ -130,8 +126,6 @@ def _dtype(values: List[Any]) -> Optional[str]:
         return "int64" if len(present) == len(values) else "Int64"
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
         return "float64"
-    if all(isinstance(v, str) for v in present):
-        return "object"
     return "object"
 
 
