@@ -6,8 +6,8 @@
 # /opt/rlprof-venv (installed by 10-consumers.sh, checked by 50-hta-real.sh).
 # Kept between runs: the build venv (/opt/rlprof-maturin-venv), pip's cache
 # (/opt/rlprof-pip-cache: maturin, pandas and pytest are not downloaded again) and the cargo
-# target directory (CARGO_TARGET_DIR, shared with the steps above: the wheel's crates are the
-# release build of `cargo test --release`, so only the extension module is compiled here).
+# target directory (CARGO_TARGET_DIR, shared with the steps above: the wheel is a release build
+# of crates that `cargo test --release` has built, so most of it is reused).
 # In a subshell: the venvs' environment stays out of later parts.
 (
   wheel_t0=$(date +%s)
