@@ -76,14 +76,18 @@ def load(path: PathLike) -> "Report":
     return r
 
 
-def report(path: PathLike, out: PathLike = "report.html", force: bool = False) -> Path:
+def report(
+    path: PathLike, out: PathLike = "report.html", force: bool = False, ranks: Optional[Iterable[int]] = None
+) -> Path:
     """Writes the self-contained HTML report of ``path`` to ``out`` and returns ``out``.
 
-    The page ``rlprof report PATH -o OUT`` writes. An existing ``out`` is replaced only with
-    ``force=True``; a file inside a collection's raw data (``rlprof_raw/``) never is. Raises
-    ``RuntimeError`` with the command's message on failure.
+    The page ``rlprof report PATH -o OUT [--ranks R,...]`` writes. An existing ``out`` is
+    replaced only with ``force=True``; a file inside a collection's raw data (``rlprof_raw/``)
+    never is. ``ranks``: on a cluster page (more than 8 ranks), the ranks whose timelines are
+    kept besides rank 0, the slowest and the fastest. Raises ``RuntimeError`` with the
+    command's message on failure.
     """
-    _native.report_html(os.fspath(path), os.fspath(out), force)
+    _native.report_html(os.fspath(path), os.fspath(out), force, [int(r) for r in (ranks or [])])
     return Path(os.fspath(out))
 
 

@@ -9,5 +9,6 @@ def run(argv: list[str]) -> int:
 def report_json(path: str) -> str:
     """The text ``rlprof report PATH --format json`` prints. Raises ``RuntimeError``."""
 
-def report_html(path: str, out: str, force: bool = False) -> None:
-    """Writes the page ``rlprof report PATH -o OUT [--force]`` writes. Raises ``RuntimeError``."""
+def report_html(path: str, out: str, force: bool = False, ranks: list[int] = ...) -> None:
+    """Writes the page ``rlprof report PATH -o OUT [--force] [--ranks R,...]`` writes. Raises
+    ``RuntimeError``."""
