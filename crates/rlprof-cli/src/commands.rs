@@ -18,7 +18,10 @@ pub(crate) fn init_logging() {
         .with_ansi(crate::output::stderr_is_terminal())
         .with_writer(std::io::stderr)
         .with_target(false)
-        .init();
+        // Once per process: a second `run` in the same process (the Python module's) keeps the
+        // first one's subscriber.
+        .try_init()
+        .ok();
 }
 
 /// Composes (Hydra), overrides and resolves (OmegaConf) a selection, or the built-in default
@@ -517,6 +520,31 @@ pub(crate) fn cluster(path: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The report of `path` (diffed against `compare`), and what was loaded for it; `skipped` is
+/// told of each input of `path` that could not be read, before the summary is made.
+fn summarised(
+    path: &Path,
+    compare: Option<&Path>,
+    skipped: impl Fn(&rlprof_report::model::Skipped),
+) -> Result<(rlprof_report::Report, rlprof_report::model::Loaded)> {
+    let limits = rlprof_report::Limits::default();
+    let loaded = rlprof_report::load(path, &limits)?;
+    loaded.skipped.iter().for_each(skipped);
+    let mut report = rlprof_report::summarise(&loaded);
+    if let Some(b) = compare {
+        let other = rlprof_report::summarise(&rlprof_report::load(b, &limits)?);
+        let label = |p: &Path| p.display().to_string();
+        report = rlprof_report::compare(report, &other, &label(path), &label(b));
+    }
+    Ok((report, loaded))
+}
+
+/// `rlprof report PATH --format json`'s text, for the Python module (`rlprof.load`).
+pub(crate) fn report_json(path: &Path) -> Result<String> {
+    let (report, _) = summarised(path, None, |_| ())?;
+    Ok(rlprof_report::render_json(&report)?)
+}
+
 /// `rlprof report`.
 pub(crate) fn report(
     path: &Path,
@@ -532,17 +560,9 @@ pub(crate) fn report(
         // Refused before the (possibly long) load.
         crate::output::check_report_target(out, force)?;
     }
-    let limits = rlprof_report::Limits::default();
-    let loaded = rlprof_report::load(path, &limits)?;
-    for s in &loaded.skipped {
-        eprintln!("skipped {}: {}", s.path.display(), s.reason);
-    }
-    let mut report = rlprof_report::summarise(&loaded);
-    if let Some(b) = compare {
-        let other = rlprof_report::summarise(&rlprof_report::load(b, &limits)?);
-        let label = |p: &Path| p.display().to_string();
-        report = rlprof_report::compare(report, &other, &label(path), &label(b));
-    }
+    let (report, loaded) = summarised(path, compare, |s| {
+        eprintln!("skipped {}: {}", s.path.display(), s.reason)
+    })?;
     // Each format is written as it is rendered; the HTML page as it is serialised (it can be a
     // quarter of a large trace's size: building it in memory first would add that to the peak).
     let render = |w: &mut dyn std::io::Write| -> anyhow::Result<()> {

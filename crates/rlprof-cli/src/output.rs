@@ -60,13 +60,17 @@ pub(crate) fn train_line(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// The exit code of a command whose standard output was closed early (128 + SIGPIPE, as a
+/// shell reports a process killed by it).
+pub(crate) const CLOSED_PIPE: u8 = 141;
+
 /// The exit status for an error of a command: [`StdoutFailed`] ends quietly (141 for a closed
 /// pipe) or with its message and 1; anything else prints `error: ...` and gives 1.
 pub(crate) fn exit_code_of(e: &anyhow::Error) -> std::process::ExitCode {
     if let Some(StdoutFailed(io)) = e.downcast_ref::<StdoutFailed>()
         && io.kind() == std::io::ErrorKind::BrokenPipe
     {
-        return std::process::ExitCode::from(141);
+        return std::process::ExitCode::from(CLOSED_PIPE);
     }
     let _ = writeln!(std::io::stderr(), "error: {e:#}");
     std::process::ExitCode::FAILURE
