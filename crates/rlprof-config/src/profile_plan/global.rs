@@ -65,9 +65,13 @@ pub(super) fn parse_global(cx: &mut Reader, root: &Map, world: u32) -> Global {
         _ if g.precision_debugger => None,
         Some(t) if Tool::parse(t).is_none() && !typed::is_interp(&m["tool"]) => {
             // verl 0.9.1 accepts any tool name and profiles nothing with an unknown one.
+            let valid = Tool::ALL.map(Tool::as_str);
+            let hint = typed::suggest(t, &valid)
+                .map(|s| format!("; did you mean '{s}'?"))
+                .unwrap_or_default();
             g.warnings.push(format!(
-                "global_profiler.tool: '{t}' is not a tool ({}), so nothing is collected; verl 0.9.1 accepts it the same way (its no-op profiler)",
-                Tool::ALL.map(Tool::as_str).join(", ")
+                "global_profiler.tool: '{t}' is not one of {}, so nothing is collected; verl 0.9.1 accepts it the same way (its no-op profiler){hint}",
+                valid.join(", ")
             ));
             g.unknown_tool = true;
             None
