@@ -61,8 +61,14 @@ pub const MAX_ARGS_TEXT: usize = 4096;
 /// clipped to [`MAX_ARGS_TEXT`] per field) while loading, so what is kept stays bounded.
 const MAX_RAW_ARGS: usize = 4 * MAX_ARGS_TEXT;
 
-/// Role-call names as annotated by the reference system.
-pub const ROLE_CALLS: [&str; 7] = [
+/// Role-call names: verl's stage labels (what rlprof writes, as verl 0.9.1 names its stages),
+/// and the function names of the reference system and of older rlprof builds.
+pub const ROLE_CALLS: [&str; 12] = [
+    "rollout_generate",
+    "actor_compute_log_prob",
+    "ref_compute_log_prob",
+    "actor_update",
+    "critic_update",
     "generate_sequences",
     "compute_log_prob",
     "compute_ref_log_prob",

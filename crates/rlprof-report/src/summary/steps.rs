@@ -5,12 +5,16 @@ use super::StepRow;
 use crate::model::{Event, Profile, Track};
 use std::collections::{BTreeMap, HashMap};
 
-/// `step1` from `step1/e2e`: (run, step label).
+/// `step1` from `step1/e2e`: (run, step label). rlprof's collections in verl's layout
+/// (`train/`, `<stage>/`, flat torch) carry their steps: one run, told apart by step.
 fn run_and_step(p: &Profile) -> (String, String) {
     let first = p.group.split('/').next().unwrap_or("");
     let label = rlprof_profiler::collection::names::step_label(&p.steps);
     match first.strip_prefix("step") {
         Some(s) if !s.is_empty() => (String::new(), s.to_string()),
+        _ if p.format == crate::model::SourceFormat::RlprofRaw && !p.steps.is_empty() => {
+            (String::new(), label)
+        }
         _ => (p.group.clone(), label),
     }
 }
@@ -109,9 +113,13 @@ pub(super) fn breakdown(
     let mut rows: Vec<StepRow> = rows.into_values().collect();
     for r in rows.iter_mut() {
         let role = |n: &str| r.roles.get(n).copied().unwrap_or(0);
-        r.rollout_ns = role("generate_sequences");
-        r.log_prob_ns = role("compute_log_prob") + role("compute_ref_log_prob");
-        r.update_ns = role("update_actor");
+        // verl's stage labels, and the function names of collections from older builds.
+        r.rollout_ns = role("rollout_generate") + role("generate_sequences");
+        r.log_prob_ns = role("actor_compute_log_prob")
+            + role("ref_compute_log_prob")
+            + role("compute_log_prob")
+            + role("compute_ref_log_prob");
+        r.update_ns = role("actor_update") + role("update_actor");
         let covered: u64 = r.roles.values().sum();
         r.other_ns = r.step_ns.map(|s| s.saturating_sub(covered));
     }
