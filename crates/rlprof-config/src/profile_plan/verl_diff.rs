@@ -81,7 +81,7 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
         verl: "stage ranges are mstx ranges in the default domain.",
         rlprof: "stage ranges are in the DB's `MSTX_EVENTS` with domain `rlprof` (names as verl's).",
         why: "`rlprof report` and `analyse --cluster` tell rlprof's structural ranges from a user's own mstx ranges by the domain.",
-        test: "crates/rlprof-export/tests/ascend_db.rs (MSTX_EVENTS rows)",
+        test: "crates/rlprof-export/tests/ascend_db.rs::stage_ranges_carry_verl_labels_in_the_rlprof_domain",
         applies: |p| tool_is(p, Tool::Npu),
     },
     Difference {
@@ -89,7 +89,7 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
         verl: "NVTX ranges carry colours (`actor_update` red, `actor_compute_log_prob` blue, `ref_compute_log_prob` olive, `train_batch` red).",
         rlprof: "NVTX ranges carry verl's stage names, in Nsight's default colours.",
         why: "the `nvtx` crate rlprof builds on has no colour attribute.",
-        test: "crates/rlprof-profiler/src/nvtx.rs::tests",
+        test: "crates/rlprof-profiler/src/nvtx.rs::ranges_follow_the_nsys_tool_and_the_feature",
         applies: |p| tool_is(p, Tool::Nsys),
     },
     Difference {
@@ -145,7 +145,7 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
         verl: "the 17-digit timestamp in collection and trace names is local time.",
         rlprof: "it is UTC.",
         why: "names from ranks on hosts in different time zones sort together.",
-        test: "crates/rlprof-profiler/src/collection/names.rs::tests::timestamp_has_17_digits_and_known_value",
+        test: "crates/rlprof-profiler/src/collection/names.rs::timestamp_has_17_digits_and_known_value",
         applies: collects,
     },
     Difference {
@@ -164,4 +164,44 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
 /// The rows that apply to `plan`.
 pub(crate) fn applying(plan: &ProfilePlan) -> Vec<&'static Difference> {
     DIFFERENCES.iter().filter(|d| (d.applies)(plan)).collect()
+}
+
+/// The table as `docs/verl-differences.md` shows it (one Markdown row per difference).
+pub(crate) fn markdown_rows() -> String {
+    let mut out = String::from("| id | verl 0.9.1 | rlprof | why | pinned by |\n|---|---|---|---|---|\n");
+    for d in DIFFERENCES {
+        let (file, name) = d.test.split_once("::").unwrap_or((d.test, ""));
+        out.push_str(&format!(
+            "| <a id=\"{}\"></a>`{}` | {} | {} | {} | [`{name}`](../{file}) |\n",
+            d.id, d.id, d.verl, d.rlprof, d.why
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = include_str!("../../../../docs/verl-differences.md");
+
+    /// The document shows exactly this table (regenerate the rows from `markdown_rows`).
+    #[test]
+    fn the_document_shows_the_table() {
+        assert!(DOC.contains(&markdown_rows()), "docs/verl-differences.md is out of date; its table is:\n{}", markdown_rows());
+    }
+
+    /// Every row names a test that exists.
+    #[test]
+    fn every_row_is_pinned_by_a_test_that_exists() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut ids = std::collections::BTreeSet::new();
+        for d in DIFFERENCES {
+            assert!(ids.insert(d.id), "duplicate id {}", d.id);
+            let (file, name) = d.test.split_once("::").expect("file::test");
+            let text = std::fs::read_to_string(root.join(file))
+                .unwrap_or_else(|e| panic!("{}: {file}: {e}", d.id));
+            assert!(text.contains(&format!("fn {name}(")), "{}: no fn {name} in {file}", d.id);
+        }
+    }
 }
