@@ -41,7 +41,14 @@ fn steps_zero_and_negative_warn_as_verl_accepts_them() {
         "global_profiler: {{tool: npu, steps: [0, -1, 2]}}\n{ACTOR_ON}"
     ));
     assert_eq!(p.steps, vec![2]);
-    warned(&p, &["global_profiler.steps[0]", "step 0 never comes", "verl 0.9.1 accepts"]);
+    warned(
+        &p,
+        &[
+            "global_profiler.steps[0]",
+            "step 0 never comes",
+            "verl 0.9.1 accepts",
+        ],
+    );
     warned(&p, &["global_profiler.steps[1]", "step -1"]);
 }
 
@@ -56,17 +63,31 @@ actor_rollout_ref: {actor: {profiler: {enable: true, ranks: [0, 5]}}}",
     assert_eq!(p.role(Role::Actor).unwrap().ranks, vec![0]);
     warned(
         &p,
-        &["actor_rollout_ref.actor.profiler.ranks[1]", "rank 5 is >= world size 2", "verl 0.9.1 accepts"],
+        &[
+            "actor_rollout_ref.actor.profiler.ranks[1]",
+            "rank 5 is >= world size 2",
+            "verl 0.9.1 accepts",
+        ],
     );
 }
 
 /// verl: `DistProfiler` builds `_NoOpProfiler` for an unknown tool.
 #[test]
 fn unknown_tool_warns_and_collects_nothing() {
-    let p = plan(&format!("global_profiler: {{tool: nsyss, steps: [1]}}\n{ACTOR_ON}"));
+    let p = plan(&format!(
+        "global_profiler: {{tool: nsyss, steps: [1]}}\n{ACTOR_ON}"
+    ));
     assert!(p.step_groups.is_empty(), "nothing collects");
     assert_eq!(p.tool, None);
-    warned(&p, &["global_profiler.tool", "'nsyss'", "no-op profiler", "did you mean 'nsys'?"]);
+    warned(
+        &p,
+        &[
+            "global_profiler.tool",
+            "'nsyss'",
+            "no-op profiler",
+            "did you mean 'nsys'?",
+        ],
+    );
 }
 
 /// verl: `TorchProfilerScheduleConfig.__post_init__` asserts every field >= 0.
@@ -78,7 +99,9 @@ actor_rollout_ref: {actor: {profiler: {enable: true, ranks: [0], tool_config: {t
     );
     assert_eq!(v.len(), 1, "{v:#?}");
     assert!(
-        v[0].starts_with("actor_rollout_ref.actor.profiler.tool_config.torch.schedule.active: -1 is negative"),
+        v[0].starts_with(
+            "actor_rollout_ref.actor.profiler.tool_config.torch.schedule.active: -1 is negative"
+        ),
         "{}",
         v[0]
     );
@@ -91,18 +114,29 @@ fn null_worker_nsight_options_with_nsys_is_refused() {
         "global_profiler: {{tool: nsys, steps: [1], global_tool_config: {{nsys: {{worker_nsight_options: null}}}}}}\n{ACTOR_ON}"
     ));
     assert_eq!(v.len(), 1, "{v:#?}");
-    assert!(v[0].starts_with("global_profiler.global_tool_config.nsys.worker_nsight_options: null"));
+    assert!(
+        v[0].starts_with("global_profiler.global_tool_config.nsys.worker_nsight_options: null")
+    );
 }
 
 /// verl (`get_npu_profiler`): CPU always, NPU only when `npu` is listed; `[]` is CPU only.
 /// The user document: `cpu` selects host data, so `[npu]` is NPU only here.
 #[test]
 fn npu_contents_follow_the_document_then_verl() {
-    let p = plan(&format!("global_profiler: {{tool: npu, steps: [1]}}\n{ACTOR_ON}"));
+    let p = plan(&format!(
+        "global_profiler: {{tool: npu, steps: [1]}}\n{ACTOR_ON}"
+    ));
     let a = p.role(Role::Actor).unwrap();
-    assert_eq!(a.contents.to_vec(), vec![Content::Cpu], "[] is CPU only, as verl");
+    assert_eq!(
+        a.contents.to_vec(),
+        vec![Content::Cpu],
+        "[] is CPU only, as verl"
+    );
     assert!(
-        !p.verl.differences.iter().any(|d| d.contains("[npu-contents]")),
+        !p.verl
+            .differences
+            .iter()
+            .any(|d| d.contains("[npu-contents]")),
         "{:?}",
         p.verl.differences
     );
@@ -110,7 +144,10 @@ fn npu_contents_follow_the_document_then_verl() {
         "global_profiler: {tool: npu, steps: [1]}
 actor_rollout_ref: {actor: {profiler: {enable: true, ranks: [0], tool_config: {npu: {contents: [npu]}}}}}",
     );
-    assert_eq!(p.role(Role::Actor).unwrap().contents.to_vec(), vec![Content::Npu]);
+    assert_eq!(
+        p.role(Role::Actor).unwrap().contents.to_vec(),
+        vec![Content::Npu]
+    );
     let d = describe(&p);
     assert!(d.contains("verl 0.9.1 would differ: [npu-contents]"), "{d}");
     // torch (`get_torch_profiler`): CPU always.
@@ -142,7 +179,10 @@ actor_rollout_ref: {actor: {profiler: {enable: true, ranks: [0], tool_config: {t
     );
     let a = p.role(Role::Actor).unwrap();
     let s = a.schedule.unwrap();
-    assert_eq!((s.skip_first, s.wait, s.warmup, s.active, s.repeat), (1, 1, 1, 2, 1));
+    assert_eq!(
+        (s.skip_first, s.wait, s.warmup, s.active, s.repeat),
+        (1, 1, 1, 2, 1)
+    );
     assert_eq!(a.schedule_scope, ScheduleScope::Update);
     assert!(a.schedule_for(RoleCall::UpdateActor).is_some());
     assert!(a.schedule_for(RoleCall::ComputeLogProb).is_none());
@@ -163,11 +203,16 @@ actor_rollout_ref:
     assert!(a.schedule_for(RoleCall::UpdateActor).is_none());
     warned(
         &p,
-        &["actor_rollout_ref.actor.profiler.tool_config.npu.profile_token_start/profile_token_end has no effect on actor", "actor_rollout_ref.rollout.profiler.tool_config.npu"],
+        &[
+            "actor_rollout_ref.actor.profiler.tool_config.npu.profile_token_start/profile_token_end has no effect on actor",
+            "actor_rollout_ref.rollout.profiler.tool_config.npu",
+        ],
     );
     warned(
         &p,
-        &["actor_rollout_ref.rollout.profiler.tool_config.npu.profile_token_start/profile_token_end has no effect while actor_rollout_ref.rollout.profiler.tool_config.npu.discrete: false"],
+        &[
+            "actor_rollout_ref.rollout.profiler.tool_config.npu.profile_token_start/profile_token_end has no effect while actor_rollout_ref.rollout.profiler.tool_config.npu.discrete: false",
+        ],
     );
     let r = p.role(Role::Rollout).unwrap();
     assert!(r.schedule_for(RoleCall::GenerateSequences).is_none());
@@ -201,8 +246,17 @@ fn layout_option() {
     assert_eq!(plan(&yaml("verl")).layout, Layout::Verl);
     assert_eq!(plan(&yaml("step_grouped")).layout, Layout::StepGrouped);
     let v = problems(&yaml("flat"));
-    assert!(v[0].starts_with("global_profiler.rlprof.layout: 'flat' is not one of verl, step_grouped"), "{v:?}");
-    assert_eq!(plan(&format!("global_profiler: {{tool: npu, steps: [1]}}\n{ACTOR_ON}")).layout, Layout::Verl);
+    assert!(
+        v[0].starts_with("global_profiler.rlprof.layout: 'flat' is not one of verl, step_grouped"),
+        "{v:?}"
+    );
+    assert_eq!(
+        plan(&format!(
+            "global_profiler: {{tool: npu, steps: [1]}}\n{ACTOR_ON}"
+        ))
+        .layout,
+        Layout::Verl
+    );
 }
 
 /// verl's torch_memory windows: one snapshot per `memory_snapshot_num_steps` profiled steps.

@@ -763,5 +763,8 @@ fn stage_ranges_carry_verl_labels_in_the_rlprof_domain() {
             "{stage} in {rows:?}"
         );
     }
-    assert!(!rows.iter().any(|(m, _)| m == "generate_sequences"), "{rows:?}");
+    assert!(
+        !rows.iter().any(|(m, _)| m == "generate_sequences"),
+        "{rows:?}"
+    );
 }

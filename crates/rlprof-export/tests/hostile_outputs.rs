@@ -84,9 +84,13 @@ fn a_snapshot_that_failed_to_write_is_not_replaced_by_an_empty_one() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     // verl's layout: the window's one snapshot, beside the collection.
-    let snap = dir.parent().unwrap().join(
-        rlprof_profiler::collection::names::memory_snapshot_name(0, std::process::id()),
-    );
+    let snap =
+        dir.parent()
+            .unwrap()
+            .join(rlprof_profiler::collection::names::memory_snapshot_name(
+                0,
+                std::process::id(),
+            ));
     assert!(
         !snap.exists(),
         "{} left under its final name ({} B)",

@@ -66,7 +66,11 @@ fn one_snapshot_file_per_step_and_rank() {
     assert_eq!(done.len(), 2);
     for c in &done {
         let r = analyse_collection(&c.dir).unwrap();
-        let path = c.dir.parent().unwrap().join(memory_snapshot_name(0, std::process::id()));
+        let path = c
+            .dir
+            .parent()
+            .unwrap()
+            .join(memory_snapshot_name(0, std::process::id()));
         assert_eq!(
             c.dir.parent().unwrap().file_name().unwrap(),
             format!("step{}", c.steps[0]).as_str()
@@ -91,7 +95,11 @@ fn one_snapshot_per_step_with_recorded_totals() {
     assert_eq!(done.len(), 2);
     for c in &done {
         let r = analyse_collection(&c.dir).unwrap();
-        let path = c.dir.parent().unwrap().join(memory_snapshot_name(0, std::process::id()));
+        let path = c
+            .dir
+            .parent()
+            .unwrap()
+            .join(memory_snapshot_name(0, std::process::id()));
         assert_eq!(r.ranks[0].outputs, vec![path.clone()]);
         let v = read(&path);
         // 2 role calls x 7 ops, each allocating and freeing 4096 bytes.

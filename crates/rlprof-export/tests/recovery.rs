@@ -285,7 +285,13 @@ fn hostile_host_names_stay_beside_the_collection() {
 #[test]
 fn hostile_export_names_stay_beside_the_collection() {
     use rlprof_profiler::raw::RawWriter;
-    for name in ["../../escaped.json.gz", "/tmp/abs-escape.json.gz", "..", ".hidden.json.gz", "x/y.pickle"] {
+    for name in [
+        "../../escaped.json.gz",
+        "/tmp/abs-escape.json.gz",
+        "..",
+        ".hidden.json.gz",
+        "x/y.pickle",
+    ] {
         let root = tempfile::tempdir().unwrap();
         let save = root.path().join("save");
         let coll = save.join("a_train_step1_rank0-of-1_pid7_20260101000000000_torch_pt");
@@ -297,7 +303,8 @@ fn hostile_export_names_stay_beside_the_collection() {
             "layout": "verl", "export_name": name,
         }))
         .unwrap();
-        w.write_calibration(rlprof_profiler::clock::calibrate()).unwrap();
+        w.write_calibration(rlprof_profiler::clock::calibrate())
+            .unwrap();
         w.write_end(0, 0).unwrap();
         let r = analyse_collection(&coll).unwrap();
         let out = &r.ranks[0].outputs[0];
@@ -317,7 +324,9 @@ fn hostile_export_names_stay_beside_the_collection() {
 fn verl_export_name_names_the_trace() {
     use rlprof_profiler::raw::RawWriter;
     let root = tempfile::tempdir().unwrap();
-    let coll = root.path().join("a_train_step1_rank0-of-1_pid7_20260101000000000_torch_pt");
+    let coll = root
+        .path()
+        .join("a_train_step1_rank0-of-1_pid7_20260101000000000_torch_pt");
     std::fs::create_dir_all(coll.join("rlprof_raw")).unwrap();
     let mut w = RawWriter::create(&coll.join("rlprof_raw/rank_0.rlraw")).unwrap();
     w.write_meta(&serde_json::json!({
@@ -326,11 +335,15 @@ fn verl_export_name_names_the_trace() {
         "layout": "verl", "export_name": "a_train_step1_rank0-of-1_pid7_20260101000000000.json.gz",
     }))
     .unwrap();
-    w.write_calibration(rlprof_profiler::clock::calibrate()).unwrap();
+    w.write_calibration(rlprof_profiler::clock::calibrate())
+        .unwrap();
     w.write_end(0, 0).unwrap();
     let r = analyse_collection(&coll).unwrap();
     assert_eq!(
         r.ranks[0].outputs,
-        vec![root.path().join("a_train_step1_rank0-of-1_pid7_20260101000000000.json.gz")]
+        vec![
+            root.path()
+                .join("a_train_step1_rank0-of-1_pid7_20260101000000000.json.gz")
+        ]
     );
 }

@@ -32,7 +32,8 @@ fn marker_of(tool: Tool, caps: Caps) -> Vec<serde_json::Value> {
                     let p = f.path();
                     // verl's trace name: `..._rank{R}-of-{W}_pid{P}_{ts}.json.gz`.
                     if p.to_string_lossy().ends_with(".json.gz")
-                        && p.to_string_lossy().contains(&format!("_rank{}-of-", c.rank))
+                        && p.to_string_lossy()
+                            .contains(&format!("_rank{}-of-", c.rank))
                     {
                         let gz = std::fs::File::open(&p).unwrap();
                         let v: serde_json::Value =

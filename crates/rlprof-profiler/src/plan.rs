@@ -617,9 +617,7 @@ impl RolePlan {
         let applies = match self.schedule_scope {
             ScheduleScope::EveryCall => true,
             ScheduleScope::Update => matches!(call, RoleCall::UpdateActor | RoleCall::UpdateCritic),
-            ScheduleScope::RolloutDiscrete => {
-                self.discrete && call == RoleCall::GenerateSequences
-            }
+            ScheduleScope::RolloutDiscrete => self.discrete && call == RoleCall::GenerateSequences,
         };
         if !applies {
             return None;

@@ -159,7 +159,12 @@ fn continuous_steps_share_one_collection() {
     names.sort();
     assert_eq!(
         names,
-        ["train step1-2", "train step1-2", "train step5", "train step5"]
+        [
+            "train step1-2",
+            "train step1-2",
+            "train step5",
+            "train step5"
+        ]
     );
     for c in &done {
         let steps = range_names(c, RangeCat::Step).len();

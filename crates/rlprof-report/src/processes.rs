@@ -53,9 +53,7 @@ pub fn apply<'n>(
         .any(|e| e.track == Track::RoleCall && VERL_STAGE_LABELS.contains(&name_of(e)));
     if stage_labels {
         for e in events.iter_mut() {
-            if e.track == Track::RoleCall
-                && crate::chrome_reader::PHASES.contains(&name_of(e))
-            {
+            if e.track == Track::RoleCall && crate::chrome_reader::PHASES.contains(&name_of(e)) {
                 e.track = Track::Phase;
             }
         }

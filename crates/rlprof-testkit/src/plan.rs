@@ -1,8 +1,8 @@
 //! Hand-built plans.
 
 use rlprof_profiler::plan::{
-    Caps, Content, ExportType, Granularity, Layout, NsysOptions, ProfilePlan, Role, RolePlan,
-    Schedule, ScheduleScope, Tool, TorchMemoryOptions, Level,
+    Caps, Content, ExportType, Granularity, Layout, Level, NsysOptions, ProfilePlan, Role,
+    RolePlan, Schedule, ScheduleScope, Tool, TorchMemoryOptions,
 };
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -64,7 +64,11 @@ struct Ranges {
 impl Ranges {
     fn of(c: &CompletedCollection) -> Ranges {
         let s = RawSummary::read(&c.raw_file, true).unwrap();
-        assert!(s.corruption.is_none() && s.end.is_some(), "{:?} clean", c.raw_file);
+        assert!(
+            s.corruption.is_none() && s.end.is_some(),
+            "{:?} clean",
+            c.raw_file
+        );
         Ranges { s }
     }
 
@@ -74,7 +78,13 @@ impl Ranges {
             .kept
             .iter()
             .filter(|(_, r)| r.kind == Kind::Range as u8 && r.cat == cat as u8)
-            .map(|(_, r)| (self.s.strings.get(&r.name).cloned().unwrap_or_default(), r.ts, r.a))
+            .map(|(_, r)| {
+                (
+                    self.s.strings.get(&r.name).cloned().unwrap_or_default(),
+                    r.ts,
+                    r.a,
+                )
+            })
             .collect()
     }
 
@@ -188,7 +198,14 @@ fn npu_discrete_goes_to_stage_directories() {
         let calls = Ranges::of(c).names(RangeCat::RoleCall);
         assert_eq!(calls.len(), 1, "{calls:?}");
         let stage = calls.iter().next().unwrap().clone();
-        let dir = c.dir.parent().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+        let dir = c
+            .dir
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         if stage == "rollout_generate" {
             assert_eq!(dir, "agent_loop_rollout_replica_0");
         } else {
@@ -218,7 +235,10 @@ fn torch_trace_is_flat_and_named_as_verl() {
         .strip_prefix(&prefix)
         .and_then(|r| r.strip_suffix("_torch_pt"))
         .unwrap_or_else(|| panic!("{name}"));
-    assert!(ts.len() == 17 && ts.bytes().all(|b| b.is_ascii_digit()), "{name}");
+    assert!(
+        ts.len() == 17 && ts.bytes().all(|b| b.is_ascii_digit()),
+        "{name}"
+    );
     let r = Ranges::of(c);
     assert_eq!(
         r.meta("export_name"),
@@ -252,7 +272,9 @@ fn torch_schedule_samples_the_update_only() {
                 "+actor_rollout_ref.actor.profiler.tool_config.torch.schedule.active=1",
             ],
         );
-        let sched = plan.roles[&rlprof_profiler::plan::Role::Actor].schedule.unwrap();
+        let sched = plan.roles[&rlprof_profiler::plan::Role::Actor]
+            .schedule
+            .unwrap();
         assert_eq!(sched.repeat, if discrete { 0 } else { 1 });
         let find = |stage: &str| {
             done.iter()
@@ -268,7 +290,10 @@ fn torch_schedule_samples_the_update_only() {
         let up = find("actor_update");
         let user = up.names(RangeCat::User);
         assert!(user.contains("mini_batch1"), "{user:?}");
-        assert!(!user.contains("mini_batch0"), "mini-batch 0 skipped: {user:?}");
+        assert!(
+            !user.contains("mini_batch0"),
+            "mini-batch 0 skipped: {user:?}"
+        );
         assert!(up.ops_in(RangeCat::User, "mini_batch1") > 0);
         if discrete {
             assert!(
@@ -358,12 +383,17 @@ fn end_to_end_and_discrete_roles_warn() {
     assert!(
         plan.warnings.iter().any(|w| w.contains(
             "actor_rollout_ref.rollout.profiler.tool_config.npu.discrete: true cannot take effect"
-        ) && w.contains("actor_rollout_ref.actor.profiler.tool_config.npu.discrete: false")),
+        ) && w
+            .contains("actor_rollout_ref.actor.profiler.tool_config.npu.discrete: false")),
         "{:#?}",
         plan.warnings
     );
     assert_eq!(done.len(), 1);
-    assert!(Ranges::of(&done[0]).names(RangeCat::RoleCall).contains("rollout_generate"));
+    assert!(
+        Ranges::of(&done[0])
+            .names(RangeCat::RoleCall)
+            .contains("rollout_generate")
+    );
 }
 
 /// verl hands `profile_token_*` to the rollout engine only: the actor's window does not
@@ -384,7 +414,10 @@ fn actor_token_window_leaves_actor_stages_whole() {
     let r = Ranges::of(&done[0]);
     assert!(r.ops_in(RangeCat::RoleCall, "actor_compute_log_prob") > 10);
     let user = r.names(RangeCat::User);
-    assert!(user.contains("mini_batch0") && user.contains("mini_batch1"), "{user:?}");
+    assert!(
+        user.contains("mini_batch0") && user.contains("mini_batch1"),
+        "{user:?}"
+    );
     assert!(r.names(RangeCat::Iteration).is_empty(), "nothing scheduled");
 }
 
@@ -402,6 +435,9 @@ fn step_grouped_layout_on_request() {
         ],
     );
     assert_eq!(done.len(), 1);
-    assert_eq!(done[0].dir.parent().unwrap(), save.join("step1").join("e2e"));
+    assert_eq!(
+        done[0].dir.parent().unwrap(),
+        save.join("step1").join("e2e")
+    );
     let _: PathBuf = done[0].raw_file.clone();
 }

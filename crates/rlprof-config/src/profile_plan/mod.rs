@@ -248,15 +248,12 @@ pub(crate) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, C
         verl,
     };
     let rows = verl_diff::applying(&plan);
-    plan.verl.differences.extend(
-        rows.iter()
-            .map(|r| {
-                format!(
-                    "[{}] verl 0.9.1: {} rlprof: {} Why: {} (docs/verl-differences.md; pinned by {})",
-                    r.id, r.verl, r.rlprof, r.why, r.test
-                )
-            }),
-    );
+    plan.verl.differences.extend(rows.iter().map(|r| {
+        format!(
+            "[{}] verl 0.9.1: {} rlprof: {} Why: {} (docs/verl-differences.md; pinned by {})",
+            r.id, r.verl, r.rlprof, r.why, r.test
+        )
+    }));
     Ok(plan)
 }
 
@@ -271,20 +268,39 @@ pub(crate) fn memory_windows(steps: &[u64], n: u64) -> Vec<Vec<u64>> {
 
 /// Warnings for settings of one role that another role's setting keeps from taking effect,
 /// each naming both keys.
-fn cross_role_warnings(roles: &BTreeMap<Role, rlprof_profiler::plan::RolePlan>, out: &mut Vec<String>) {
+fn cross_role_warnings(
+    roles: &BTreeMap<Role, rlprof_profiler::plan::RolePlan>,
+    out: &mut Vec<String>,
+) {
     use rlprof_profiler::plan::ScheduleScope;
     let key = |role: Role, r: &rlprof_profiler::plan::RolePlan| {
-        format!("{}.tool_config.{}.discrete", role.yaml_path(), r.tool.as_str())
+        format!(
+            "{}.tool_config.{}.discrete",
+            role.yaml_path(),
+            r.tool.as_str()
+        )
     };
     let e2e = [Role::Actor, Role::Ref, Role::Critic, Role::RewardModel]
         .into_iter()
-        .find_map(|r| Some((r, roles.get(&r).filter(|p| p.enable && !p.discrete && !p.ranks.is_empty())?)));
+        .find_map(|r| {
+            Some((
+                r,
+                roles
+                    .get(&r)
+                    .filter(|p| p.enable && !p.discrete && !p.ranks.is_empty())?,
+            ))
+        });
     if let Some((er, ep)) = e2e {
         for (role, p) in roles {
             if !(p.enable && p.discrete) {
                 continue;
             }
-            let shared: Vec<u32> = p.ranks.iter().copied().filter(|x| ep.ranks.contains(x)).collect();
+            let shared: Vec<u32> = p
+                .ranks
+                .iter()
+                .copied()
+                .filter(|x| ep.ranks.contains(x))
+                .collect();
             if shared.is_empty() {
                 continue;
             }
@@ -300,7 +316,11 @@ fn cross_role_warnings(roles: &BTreeMap<Role, rlprof_profiler::plan::RolePlan>, 
         if !p.enable || p.schedule_scope != ScheduleScope::RolloutDiscrete {
             continue;
         }
-        let tk = format!("{}.tool_config.{}.profile_token_start/profile_token_end", role.yaml_path(), p.tool.as_str());
+        let tk = format!(
+            "{}.tool_config.{}.profile_token_start/profile_token_end",
+            role.yaml_path(),
+            p.tool.as_str()
+        );
         if *role != Role::Rollout {
             out.push(format!(
                 "{tk} has no effect on {}: verl 0.9.1 applies the token window to the rollout engine only; set it under {}.tool_config.{}",

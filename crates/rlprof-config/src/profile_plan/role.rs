@@ -255,7 +255,11 @@ fn torch_schedule(cx: &mut Reader, b: &Map, path: &str, r: &mut RawRole) {
         wait: wait as u64,
         warmup: warmup as u64,
         active: active as u64,
-        repeat: if discrete { repeat as u64 } else { (repeat as u64).max(1) },
+        repeat: if discrete {
+            repeat as u64
+        } else {
+            (repeat as u64).max(1)
+        },
     };
     r.schedules.insert(Tool::Torch, sched);
     r.granularity

@@ -64,8 +64,7 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
         why: "the user document says `cpu` selects host data; where it is silent (`[]`) rlprof follows verl.",
         test: "crates/rlprof-config/tests/verl_parity.rs::npu_contents_follow_the_document_then_verl",
         applies: |p| {
-            tool_is(p, Tool::Npu)
-                && enabled(p).any(|(_, r)| !r.contents.has(Content::Cpu))
+            tool_is(p, Tool::Npu) && enabled(p).any(|(_, r)| !r.contents.has(Content::Cpu))
         },
     },
     Difference {
@@ -116,7 +115,8 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
                 && enabled(p).any(|(_, r)| {
                     !r.discrete
                         && r.schedule_scope == ScheduleScope::Update
-                        && r.schedule.is_some_and(|s| s.skip_first + s.wait + s.warmup > 0)
+                        && r.schedule
+                            .is_some_and(|s| s.skip_first + s.wait + s.warmup > 0)
                 })
         },
     },
@@ -154,10 +154,7 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
         rlprof: "on a rank where a training role collects end-to-end, another role's discrete setting cannot take effect: its calls are ranges in the end-to-end collection, and a warning names both keys.",
         why: "one process runs every role of a rank, and a rank records into one collection at a time.",
         test: "crates/rlprof-trainer/tests/verl_parity.rs::end_to_end_and_discrete_roles_warn",
-        applies: |p| {
-            e2e_training(p)
-                && enabled(p).any(|(_, r)| r.discrete && !r.ranks.is_empty())
-        },
+        applies: |p| e2e_training(p) && enabled(p).any(|(_, r)| r.discrete && !r.ranks.is_empty()),
     },
 ];
 
@@ -167,8 +164,10 @@ pub(crate) fn applying(plan: &ProfilePlan) -> Vec<&'static Difference> {
 }
 
 /// The table as `docs/verl-differences.md` shows it (one Markdown row per difference).
+#[cfg(test)]
 pub(crate) fn markdown_rows() -> String {
-    let mut out = String::from("| id | verl 0.9.1 | rlprof | why | pinned by |\n|---|---|---|---|---|\n");
+    let mut out =
+        String::from("| id | verl 0.9.1 | rlprof | why | pinned by |\n|---|---|---|---|---|\n");
     for d in DIFFERENCES {
         let (file, name) = d.test.split_once("::").unwrap_or((d.test, ""));
         out.push_str(&format!(
@@ -188,7 +187,11 @@ mod tests {
     /// The document shows exactly this table (regenerate the rows from `markdown_rows`).
     #[test]
     fn the_document_shows_the_table() {
-        assert!(DOC.contains(&markdown_rows()), "docs/verl-differences.md is out of date; its table is:\n{}", markdown_rows());
+        assert!(
+            DOC.contains(&markdown_rows()),
+            "docs/verl-differences.md is out of date; its table is:\n{}",
+            markdown_rows()
+        );
     }
 
     /// Every row names a test that exists.
@@ -201,7 +204,11 @@ mod tests {
             let (file, name) = d.test.split_once("::").expect("file::test");
             let text = std::fs::read_to_string(root.join(file))
                 .unwrap_or_else(|e| panic!("{}: {file}: {e}", d.id));
-            assert!(text.contains(&format!("fn {name}(")), "{}: no fn {name} in {file}", d.id);
+            assert!(
+                text.contains(&format!("fn {name}(")),
+                "{}: no fn {name} in {file}",
+                d.id
+            );
         }
     }
 }

@@ -263,8 +263,7 @@ pub fn checked_export_name(name: Option<&str>) -> Option<&str> {
     let ok = !n.is_empty()
         && n.len() <= 255
         && !n.starts_with('.')
-        && n
-            .bytes()
+        && n.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._=+-".contains(&b))
         && (n.ends_with(".json.gz") || n.ends_with(".pickle"));
     ok.then_some(n)
@@ -297,7 +296,10 @@ fn file_name(p: &Path) -> &str {
 /// `step5`, `step1-2` (rlprof's step directories) and `steps1-2` (verl's torch_memory windows).
 fn is_step_dir(name: &str) -> bool {
     let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
-    let Some(rest) = name.strip_prefix("steps").or_else(|| name.strip_prefix("step")) else {
+    let Some(rest) = name
+        .strip_prefix("steps")
+        .or_else(|| name.strip_prefix("step"))
+    else {
         return false;
     };
     match rest.split_once('-') {
@@ -498,14 +500,20 @@ mod tests {
         );
         let p = place(s, &id(Tool::TorchMemory, Scope::Train, &[1, 2]), ts);
         assert_eq!(p.parent, Path::new("/s/steps1-2"));
-        assert_eq!(p.export_name.as_deref(), Some("torch_memory_rank1_pid7.pickle"));
+        assert_eq!(
+            p.export_name.as_deref(),
+            Some("torch_memory_rank1_pid7.pickle")
+        );
         let mut old = id(Tool::Torch, Scope::Train, &[1, 2]);
         old.layout = Layout::StepGrouped;
         let p = place(s, &old, ts);
         assert_eq!(p.parent, Path::new("/s/step1-2/e2e"));
         assert_eq!(p.export_name, None);
         assert_eq!(sanitize_part("a b//c_d-"), "a-b-c-d");
-        assert_eq!(checked_export_name(Some("a_b-1.json.gz")), Some("a_b-1.json.gz"));
+        assert_eq!(
+            checked_export_name(Some("a_b-1.json.gz")),
+            Some("a_b-1.json.gz")
+        );
         for bad in ["../x.json.gz", "a/b.pickle", ".x.pickle", "x.txt", ""] {
             assert_eq!(checked_export_name(Some(bad)), None, "{bad}");
         }
@@ -513,11 +521,19 @@ mod tests {
             ("/s/train/h_1_2_ascend_pt", "/s", "train"),
             ("/s/actor_update/h_1_2_ascend_pt.tmp", "/s", "actor_update"),
             ("/s/a_train_step1_rank0-of-1_pid1_2_torch_pt", "/s", "."),
-            ("/s/agent_loop_rollout_replica_0/x_torch_pt", "/s", "agent_loop_rollout_replica_0"),
+            (
+                "/s/agent_loop_rollout_replica_0/x_torch_pt",
+                "/s",
+                "agent_loop_rollout_replica_0",
+            ),
             ("/s/steps1-2/h_1_2_torch_memory_pt", "/s", "steps1-2"),
             ("/s/step3/h_1_2_torch_memory_pt", "/s", "step3"),
             ("/s/step1-2/e2e/h_1_2_torch_pt", "/s", "step1-2/e2e"),
-            ("/s/step1/actor_update/h_1_2_ascend_pt", "/s", "step1/actor_update"),
+            (
+                "/s/step1/actor_update/h_1_2_ascend_pt",
+                "/s",
+                "step1/actor_update",
+            ),
         ] {
             assert_eq!(run_dir(Path::new(dir)), Path::new(run), "{dir}");
             assert_eq!(collection_group(Path::new(dir)), group, "{dir}");
