@@ -72,7 +72,7 @@ fn config_reads_schedules_per_role_and_granularity() {
     assert_eq!(r.schedule, None);
     let words = rlprof_config::describe(&plan);
     assert!(
-        words.contains("decode steps of generate_sequences: records iterations 30-70"),
+        words.contains("decode steps of rollout_generate: records iterations 30-70"),
         "{words}"
     );
     let json = rlprof_config::plan_json(&plan);

@@ -34,7 +34,8 @@ fn role_json(r: &RolePlan) -> Value {
     })
 }
 
-/// What a schedule counts for a role, in words (`decode steps of generate_sequences`).
+/// What a schedule counts for a role, in words (`decode steps of rollout_generate`), by stage
+/// label and only for the calls the schedule gates.
 fn counted_words(role: Role, r: &RolePlan) -> String {
     let calls: Vec<String> = RoleCall::ALL
         .iter()
@@ -46,7 +47,7 @@ fn counted_words(role: Role, r: &RolePlan) -> String {
                 IterKind::MicroBatch => "micro-batches",
                 IterKind::MiniBatch => "mini-batches",
             };
-            Some(format!("{unit} of {}", c.function_name()))
+            Some(format!("{unit} of {}", c.annotated_name()))
         })
         .collect();
     calls.join(", ")
