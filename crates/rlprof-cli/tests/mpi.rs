@@ -472,7 +472,7 @@ fn a_slow_rank_is_named_slowest_with_a_gap_matching_its_delay() {
     }
     // Roles per rank: both ranks ran the same role calls.
     let roles = rep["roles"].as_array().unwrap();
-    for role in ["generate_sequences", "compute_log_prob", "update_actor"] {
+    for role in ["rollout_generate", "actor_compute_log_prob", "actor_update"] {
         for rank in [0, 1] {
             assert!(
                 roles.iter().any(|r| r["role"] == role && r["rank"] == rank),
@@ -500,9 +500,17 @@ fn msprof_analyze_cluster_agrees_on_per_rank_step_times() {
     let tmp = tempfile::tempdir().unwrap();
     let rep = slow_rank_run(tmp.path());
     let out_dir = tmp.path().join("msprof_out");
+    // verl's layout puts every step's end-to-end collections in `train/`; msprof-analyze gets
+    // step 2's, one per rank, as a verl user would hand it one step.
+    let step2 = tmp.path().join("step2_only");
+    for c in collections(&tmp.path().join("prof/train")) {
+        if step_trace(&c).iter().any(|(s, _)| s == "2") {
+            copy_dir(&c, &step2.join(c.file_name().unwrap()));
+        }
+    }
     let mut cmd = Command::new(exe);
     cmd.args(["cluster", "-d"])
-        .arg(tmp.path().join("prof/step2/e2e"))
+        .arg(&step2)
         .arg("-o")
         .arg(&out_dir);
     let r = run_limited(cmd);
@@ -528,6 +536,18 @@ fn msprof_analyze_cluster_agrees_on_per_rank_step_times() {
             (ours_us - theirs).abs() < 1.0,
             "rank {rank}: ours {ours_us} us, msprof {theirs} us"
         );
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
     }
 }
 

@@ -115,15 +115,7 @@ fn wrong_type_string_for_bool() {
 
 #[test]
 fn unknown_tool_level_content() {
-    one(
-        "global_profiler: {tool: nsyss, steps: [1]}",
-        "global_profiler.tool",
-        &[
-            "'nsyss'",
-            "is not one of nsys, npu, torch, torch_memory",
-            "did you mean 'nsys'?",
-        ],
-    );
+    // An unknown global tool is a warning (verl 0.9.1's no-op profiler): tests/verl_parity.rs.
     let m = one(
         &actor("{tool_config: {npu: {level: level3}}}"),
         &format!("{ACTOR}.tool_config.npu.level"),
@@ -186,10 +178,11 @@ fn steps_not_a_list() {
 
 #[test]
 fn bad_steps() {
+    // 0 and -2 are accepted with a warning, as verl 0.9.1 accepts them (tests/verl_parity.rs).
     let v = problems("global_profiler: {tool: npu, steps: [0, -2, 1.5, x, 4]}");
-    assert_eq!(v.len(), 4, "{v:#?}");
-    for (i, bad) in [(0, "0"), (1, "-2"), (2, "1.5"), (3, "'x'")] {
-        let m = &v[i];
+    assert_eq!(v.len(), 2, "{v:#?}");
+    for (n, (i, bad)) in [(2, "1.5"), (3, "'x'")].into_iter().enumerate() {
+        let m = &v[n];
         assert!(
             m.starts_with(&format!(
                 "global_profiler.steps[{i}]: {bad} is not a valid step"
@@ -202,12 +195,9 @@ fn bad_steps() {
 
 #[test]
 fn rank_out_of_range_or_negative() {
+    // A rank beyond the world is accepted with a warning, as verl 0.9.1 accepts it
+    // (tests/verl_parity.rs).
     let t = "trainer: {nnodes: 1, n_gpus_per_node: 2}\n";
-    one(
-        &format!("{t}{}", actor("{enable: true, ranks: [0, 2]}")),
-        &format!("{ACTOR}.ranks[1]"),
-        &["rank 2 is >= world size 2", "valid ranks are 0..1"],
-    );
     one(
         &format!("{t}{}", actor("{enable: true, ranks: [-1]}")),
         &format!("{ACTOR}.ranks[0]"),
@@ -325,14 +315,11 @@ fn three_problems_at_once() {
         "global_profiler: {tool: npu, stpes: [1], steps: [0]}
 actor_rollout_ref: {actor: {profiler: {enable: 'yes', tool_config: {npu: {level: level3}}}}}",
     );
-    assert_eq!(v.len(), 4, "{v:#?}");
+    // steps: [0] is a warning (verl 0.9.1 accepts it), not a problem.
+    assert_eq!(v.len(), 3, "{v:#?}");
     assert!(
         v.iter()
             .any(|m| m.starts_with("global_profiler.stpes: unknown key; did you mean 'steps'?"))
-    );
-    assert!(
-        v.iter()
-            .any(|m| m.starts_with("global_profiler.steps[0]: 0 is not a valid step"))
     );
     assert!(
         v.iter()
@@ -343,7 +330,7 @@ actor_rollout_ref: {actor: {profiler: {enable: 'yes', tool_config: {npu: {level:
     }));
     // The Display of the error lists them all.
     let doc = load_document_str(
-        "global_profiler: {stpes: 1, tool: x, save_path: 3}",
+        "global_profiler: {stpes: 1, tool: 3, save_path: 3}",
         "t",
         &[],
     )

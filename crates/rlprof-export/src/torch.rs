@@ -11,6 +11,12 @@
 //!
 //! Memory snapshots go into the collection directory, one per profiled step:
 //! `snapshot_step{S}_rank{R}.pickle`.
+//!
+//! A collection placed in verl's layout records the name verl gives its output
+//! (`CollectionMeta::export_name`, decided by `rlprof_profiler::collection::names::place`): the
+//! trace is then `{basename}.json.gz` and the memory collection (one window of
+//! `memory_snapshot_num_steps` steps) is one snapshot, `torch_memory_rank{R}_pid{P}.pickle`, both
+//! written into the collection's parent, as verl writes them.
 
 use crate::ExportError;
 use crate::attrib::{Attributor, Out};
@@ -19,6 +25,7 @@ use crate::decode::{Event, Index};
 use crate::memory::{MemTracker, SnapshotBuilder};
 use crate::pipe::Pipe;
 use flate2::write::GzEncoder;
+use rlprof_profiler::collection::names;
 use rlprof_profiler::collection::staging::{remove_leftovers_of, staging_name, write_atomic};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -49,6 +56,9 @@ pub fn safe_host(host: &str) -> String {
 /// The trace file name of a collection.
 pub fn trace_file_name(idx: &Index) -> String {
     let m = &idx.meta;
+    if let Some(n) = names::checked_export_name(m.export_name.as_deref()) {
+        return n.to_string();
+    }
     format!(
         "{}_{}_rank{}.{}.pt.trace.json.gz",
         safe_host(&m.host),
@@ -131,8 +141,12 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
     Ok(vec![path])
 }
 
-/// Writes the memory snapshots of one rank (one per profiled step) into `dir`.
+/// Writes the memory snapshots of one rank into `dir` (one per profiled step), or, for a
+/// collection in verl's layout, its window's one snapshot into `dir`'s parent.
 pub fn export_memory(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
+    if let Some(name) = names::checked_export_name(idx.meta.export_name.as_deref()) {
+        return export_memory_window(dir, idx, name);
+    }
     let mut tracker = MemTracker::default();
     let mut builder = SnapshotBuilder::new(idx);
     let default_step = idx.meta.steps.first().copied().unwrap_or(0);
@@ -176,6 +190,28 @@ pub fn export_memory(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportErro
         }
     }
     snaps.into_iter().map(|r| r.map(|(_, p)| p)).collect()
+}
+
+/// One snapshot of the whole collection (a verl window), written beside it as `name`.
+fn export_memory_window(dir: &Path, idx: &Index, name: &str) -> Result<Vec<PathBuf>, ExportError> {
+    let mut tracker = MemTracker::default();
+    let mut builder = SnapshotBuilder::new(idx);
+    let window = idx.meta.steps.first().copied().unwrap_or(0);
+    idx.replay(|ev| {
+        if let Event::Memory(m) = ev {
+            tracker.apply(m);
+            // One window: every event belongs to it, so the builder never splits.
+            let _ = builder.push(idx, window, m, &tracker);
+        }
+    })?;
+    let value = builder
+        .finish(idx, &tracker)
+        .map_or_else(crate::memory::empty_snapshot, |s| s.value);
+    let path = dir.parent().unwrap_or(dir).join(name);
+    let mut bytes = Vec::new();
+    crate::pickle::write(&mut bytes, &value).map_err(ExportError::io(&path))?;
+    write_atomic(&path, &bytes)?;
+    Ok(vec![path])
 }
 
 /// The snapshot file of a step.

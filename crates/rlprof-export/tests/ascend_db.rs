@@ -750,3 +750,39 @@ fn cluster_analysis_of_the_dbs_equals_that_of_the_raw_data() {
             .all(|b| b.bytes.is_some_and(|x| x > 0) && b.wait_ms >= 0.0)
     );
 }
+
+/// The stage ranges in the DB carry verl's stage labels, in rlprof's own mstx domain
+/// (`docs/verl-differences.md`, mstx-domain: verl's are in the default domain).
+#[test]
+fn stage_ranges_carry_verl_labels_in_the_rlprof_domain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let done = collect(
+        tmp.path(),
+        &db_script(Level::Level0, &[Content::Npu, Content::Cpu]),
+    );
+    let dir = &done[0].dir;
+    analyse_collection(dir).unwrap();
+    let rank = done[0].rank;
+    let (p, _) = open_dbs(dir, rank);
+    let mut st = p
+        .prepare(
+            "SELECT m.value, d.value FROM MSTX_EVENTS e \
+             JOIN STRING_IDS m ON m.id = e.message JOIN STRING_IDS d ON d.id = e.domainId",
+        )
+        .unwrap();
+    let rows: Vec<(String, String)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for stage in ["rollout_generate", "actor_update"] {
+        assert!(
+            rows.iter().any(|(m, d)| m == stage && d == "rlprof"),
+            "{stage} in {rows:?}"
+        );
+    }
+    assert!(
+        !rows.iter().any(|(m, _)| m == "generate_sequences"),
+        "{rows:?}"
+    );
+}

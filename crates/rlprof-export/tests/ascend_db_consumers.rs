@@ -27,7 +27,7 @@ fn two_ranks(root: &Path) -> PathBuf {
     collect(root, &s);
     let r = analyse_tree(root, 2, &|_| {}).unwrap();
     assert_eq!(r.parsed(), 2);
-    root.join("step1/e2e")
+    root.join("train")
 }
 
 /// Runs `msprof-analyze cluster -d dir -o out`; returns the log.

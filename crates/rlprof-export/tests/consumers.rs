@@ -31,7 +31,8 @@ fn msprof_analyze_cluster_reads_two_rank_npu_collection() {
     collect(tmp.path(), &s);
     let r = analyse_tree(tmp.path(), 2, &|_| {}).unwrap();
     assert_eq!(r.parsed(), 2);
-    let step_dir = tmp.path().join("step1/e2e");
+    // verl's layout: end-to-end npu collections go to {save_path}/train/.
+    let step_dir = tmp.path().join("train");
     let exe = py.parent().unwrap().join("msprof-analyze");
     let out_dir = tmp.path().join("cluster_out");
     let log = run(Command::new(exe)
@@ -84,10 +85,11 @@ fn holistic_trace_analysis_reads_two_rank_torch_collection() {
         ],
     );
     s.tool = Tool::Torch;
-    s.steps = vec![1, 2];
+    s.steps = vec![2];
     collect(tmp.path(), &s);
-    assert_eq!(analyse_tree(tmp.path(), 2, &|_| {}).unwrap().parsed(), 4);
-    let dir = tmp.path().join("step2/e2e");
+    assert_eq!(analyse_tree(tmp.path(), 2, &|_| {}).unwrap().parsed(), 2);
+    // verl's layout: torch traces are flat in save_path, named by build_trace_basename.
+    let dir = tmp.path().to_path_buf();
     let script = r#"
 import sys, json, glob, gzip
 from hta.trace_analysis import TraceAnalysis
@@ -96,7 +98,7 @@ ranks = sorted(int(r) for r in a.t.get_ranks())
 iters = sorted(int(i) for i in a.t.get_iterations(0))
 tb = a.get_temporal_breakdown(visualize=False)
 ours = {}
-for f in glob.glob(sys.argv[1] + "/*.pt.trace.json.gz"):
+for f in glob.glob(sys.argv[1] + "/*.json.gz"):
     t = json.load(gzip.open(f))
     ours[t["distributedInfo"]["rank"]] = sum(e["dur"] for e in t["traceEvents"] if e.get("cat") == "kernel")
 print(json.dumps({"ranks": ranks, "iters": iters,

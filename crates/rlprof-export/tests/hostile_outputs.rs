@@ -5,7 +5,6 @@
 mod support;
 
 use rlprof_export::analyse_collection;
-use rlprof_export::torch::snapshot_name;
 use rlprof_profiler::collection::lock::COLLECTION_LOCK;
 use rlprof_profiler::collection::marker::MARKER;
 use rlprof_profiler::plan::{Content, Level, Tool};
@@ -84,7 +83,14 @@ fn a_snapshot_that_failed_to_write_is_not_replaced_by_an_empty_one() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
-    let snap = dir.join(snapshot_name(1, 0));
+    // verl's layout: the window's one snapshot, beside the collection.
+    let snap =
+        dir.parent()
+            .unwrap()
+            .join(rlprof_profiler::collection::names::memory_snapshot_name(
+                0,
+                std::process::id(),
+            ));
     assert!(
         !snap.exists(),
         "{} left under its final name ({} B)",

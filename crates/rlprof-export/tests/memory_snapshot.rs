@@ -1,4 +1,4 @@
-//! torch_memory snapshots: one per profiled step and rank, read back by Python's stdlib
+//! torch_memory snapshots: one per window (verl's `memory_snapshot_num_steps`, 1 here) and rank, read back by Python's stdlib
 //! `pickle` (an independent reader of the structure torch's `_memory_viz` reads): segments
 //! tiled by their blocks, device traces with alloc/free entries, allocation totals that match
 //! the raw data, and the entry cap.
@@ -6,7 +6,7 @@
 mod support;
 
 use rlprof_export::analyse_collection;
-use rlprof_export::torch::snapshot_name;
+use rlprof_profiler::collection::names::memory_snapshot_name;
 use rlprof_profiler::plan::{Content, Level, Tool};
 use std::process::Command;
 use support::*;
@@ -51,8 +51,9 @@ fn read(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// Without Python: one snapshot file per step and rank, a pickle (protocol 2+ header, STOP at
-/// the end), listed as the rank's output.
+/// Without Python: one snapshot file per step and rank, named as verl names it
+/// (`step{N}/torch_memory_rank{R}_pid{P}.pickle`, beside the collection), a pickle (protocol 2+
+/// header, STOP at the end), listed as the rank's output.
 #[test]
 fn one_snapshot_file_per_step_and_rank() {
     let tmp = tempfile::tempdir().unwrap();
@@ -65,7 +66,15 @@ fn one_snapshot_file_per_step_and_rank() {
     assert_eq!(done.len(), 2);
     for c in &done {
         let r = analyse_collection(&c.dir).unwrap();
-        let path = c.dir.join(snapshot_name(c.steps[0], 0));
+        let path = c
+            .dir
+            .parent()
+            .unwrap()
+            .join(memory_snapshot_name(0, std::process::id()));
+        assert_eq!(
+            c.dir.parent().unwrap().file_name().unwrap(),
+            format!("step{}", c.steps[0]).as_str()
+        );
         assert_eq!(r.ranks[0].outputs, vec![path.clone()]);
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes[0], 0x80, "pickle PROTO opcode");
@@ -86,8 +95,11 @@ fn one_snapshot_per_step_with_recorded_totals() {
     assert_eq!(done.len(), 2);
     for c in &done {
         let r = analyse_collection(&c.dir).unwrap();
-        let step = c.steps[0];
-        let path = c.dir.join(snapshot_name(step, 0));
+        let path = c
+            .dir
+            .parent()
+            .unwrap()
+            .join(memory_snapshot_name(0, std::process::id()));
         assert_eq!(r.ranks[0].outputs, vec![path.clone()]);
         let v = read(&path);
         // 2 role calls x 7 ops, each allocating and freeing 4096 bytes.

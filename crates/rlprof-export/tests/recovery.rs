@@ -279,3 +279,71 @@ fn hostile_host_names_stay_beside_the_collection() {
     }
     assert!(!Path::new("/tmp/absolute-escape_7_rank0.1000000000.pt.trace.json.gz").exists());
 }
+
+/// A raw file's recorded export name is untrusted: a path or a dot name is refused and the
+/// trace keeps the export's own name, beside the collection.
+#[test]
+fn hostile_export_names_stay_beside_the_collection() {
+    use rlprof_profiler::raw::RawWriter;
+    for name in [
+        "../../escaped.json.gz",
+        "/tmp/abs-escape.json.gz",
+        "..",
+        ".hidden.json.gz",
+        "x/y.pickle",
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        let save = root.path().join("save");
+        let coll = save.join("a_train_step1_rank0-of-1_pid7_20260101000000000_torch_pt");
+        std::fs::create_dir_all(coll.join("rlprof_raw")).unwrap();
+        let mut w = RawWriter::create(&coll.join("rlprof_raw/rank_0.rlraw")).unwrap();
+        w.write_meta(&serde_json::json!({
+            "tool": "torch", "level": "level0", "rank": 0, "host": "h", "pid": 7,
+            "steps": [1], "start_wall_ns": 1_000_000_000u64, "start_mono_ns": 0u64,
+            "layout": "verl", "export_name": name,
+        }))
+        .unwrap();
+        w.write_calibration(rlprof_profiler::clock::calibrate())
+            .unwrap();
+        w.write_end(0, 0).unwrap();
+        let r = analyse_collection(&coll).unwrap();
+        let out = &r.ranks[0].outputs[0];
+        assert_eq!(out.parent().unwrap(), save, "{name:?}: {out:?}");
+        assert_eq!(
+            out.file_name().unwrap().to_string_lossy(),
+            "h_7_rank0.1000000000.pt.trace.json.gz",
+            "{name:?}"
+        );
+        assert!(!root.path().join("escaped.json.gz").exists());
+    }
+    assert!(!Path::new("/tmp/abs-escape.json.gz").exists());
+}
+
+/// A recorded export name that passes the check names the trace, beside the collection.
+#[test]
+fn verl_export_name_names_the_trace() {
+    use rlprof_profiler::raw::RawWriter;
+    let root = tempfile::tempdir().unwrap();
+    let coll = root
+        .path()
+        .join("a_train_step1_rank0-of-1_pid7_20260101000000000_torch_pt");
+    std::fs::create_dir_all(coll.join("rlprof_raw")).unwrap();
+    let mut w = RawWriter::create(&coll.join("rlprof_raw/rank_0.rlraw")).unwrap();
+    w.write_meta(&serde_json::json!({
+        "tool": "torch", "level": "level0", "rank": 0, "host": "h", "pid": 7,
+        "steps": [1], "start_wall_ns": 1_000_000_000u64, "start_mono_ns": 0u64,
+        "layout": "verl", "export_name": "a_train_step1_rank0-of-1_pid7_20260101000000000.json.gz",
+    }))
+    .unwrap();
+    w.write_calibration(rlprof_profiler::clock::calibrate())
+        .unwrap();
+    w.write_end(0, 0).unwrap();
+    let r = analyse_collection(&coll).unwrap();
+    assert_eq!(
+        r.ranks[0].outputs,
+        vec![
+            root.path()
+                .join("a_train_step1_rank0-of-1_pid7_20260101000000000.json.gz")
+        ]
+    );
+}

@@ -30,8 +30,10 @@ fn marker_of(tool: Tool, caps: Caps) -> Vec<serde_json::Value> {
                 let parent = c.dir.parent().unwrap();
                 for f in std::fs::read_dir(parent).unwrap().flatten() {
                     let p = f.path();
-                    if p.to_string_lossy().ends_with(".pt.trace.json.gz")
-                        && p.to_string_lossy().contains(&format!("rank{}", c.rank))
+                    // verl's trace name: `..._rank{R}-of-{W}_pid{P}_{ts}.json.gz`.
+                    if p.to_string_lossy().ends_with(".json.gz")
+                        && p.to_string_lossy()
+                            .contains(&format!("_rank{}-of-", c.rank))
                     {
                         let gz = std::fs::File::open(&p).unwrap();
                         let v: serde_json::Value =

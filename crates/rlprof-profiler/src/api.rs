@@ -68,6 +68,34 @@ pub fn scope(name: NameId) -> RangeGuard {
     RangeGuard::new(name, RangeCat::User)
 }
 
+/// A range named with one of verl's stage labels inside a stage (`mini_batch{i}` around each
+/// update mini-batch, `train_batch` inside it, as verl's `TrainingWorker` names them): a user
+/// range, gated like other content by a schedule; the name is formatted and interned only when
+/// a collection is recording.
+///
+/// ```
+/// let _mb = rlprof_profiler::api::label(format_args!("mini_batch{}", 0));
+/// ```
+#[inline]
+pub fn label(name: std::fmt::Arguments<'_>) -> RangeGuard {
+    let idle = RangeGuard {
+        open: None,
+        name: NameId(0),
+        cat: RangeCat::User,
+    };
+    if recorder::ANY_ACTIVE.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        return idle;
+    }
+    match recorder::begin_content(None) {
+        Some(open) => RangeGuard {
+            open: Some(open),
+            name: intern::intern(&name.to_string()),
+            cat: RangeCat::User,
+        },
+        None => idle,
+    }
+}
+
 /// A trainer phase marker (`gen`, `reward`, `old_log_prob`, `ref`, `adv`, `update_actor`,
 /// `update_weights`, ...). The name is interned only when a collection is recording; with the
 /// `nsys` tool it is also an NVTX range.

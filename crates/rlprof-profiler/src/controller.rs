@@ -2,12 +2,20 @@
 //! boundaries in end-to-end mode, around role calls in discrete mode, across runs of steps with
 //! `profile_continuous_steps`), lays out its directory and hands finished collections on.
 //!
-//! Output layout (one directory per step and role, every file name carrying the rank, nothing
-//! ever overwritten):
-//! `{save_path}/step{N}/{e2e|rollout_generate|actor_compute_log_prob|...}/{host}_{pid}_{ts17}_{tool}_pt/`
-//! holding `rlprof_raw/rank_{rank}.rlraw`. The directory is written under a `.tmp` name and renamed
-//! when the collection stops; an existing name is never reused (the timestamp field is bumped).
-//! The names, and the lock held while the directory is written, are [`crate::collection`]'s.
+//! Output layout: by default verl 0.9.1's (`{save_path}/train/...` end-to-end,
+//! `{save_path}/{stage}/...` discrete, flat torch names), or rlprof's step-grouped one
+//! (`{save_path}/step{N}/{e2e|stage}/...`), each collection directory holding
+//! `rlprof_raw/rank_{rank}.rlraw`; see [`crate::collection::names`]. The directory is written
+//! under a `.tmp` name and renamed when the collection stops; an existing name is never reused
+//! (the timestamp field is bumped). The names, and the lock held while the directory is
+//! written, are [`crate::collection`]'s.
+//!
+//! Who collects what, as verl does: an end-to-end collection is opened by the training roles
+//! (actor, ref, critic, reward model) and holds the whole step, rollout included (verl profiles
+//! generation in the rollout engine, apart; rlprof keeps it inside). A rollout enabled alone
+//! collects its generation calls only, never the rest of the step. verl's torch schedule
+//! sub-samples the update stage only; verl's token window applies to discrete rollout only
+//! ([`RolePlan::schedule_for`]).
 //!
 //! ```
 //! use rlprof_profiler::{Profiler, plan::{ProfilePlan, RoleCall}};
@@ -24,12 +32,12 @@
 use crate::clock;
 use crate::collection::lock::{CollectionLock, lock_new_collection};
 use crate::collection::names::{
-    RAW_DIR, collection_name, hostname, raw_file, step_dir, step_label, timestamp17,
-    unfinished_name,
+    CollectionId, RAW_DIR, ROLLOUT_STAGE, Scope, hostname, place, raw_file, step_label,
+    timestamp17, unfinished_name,
 };
 use crate::device::{DEVICE_THREAD_BASE, DeviceFinish, DeviceTimeline};
 use crate::intern;
-use crate::plan::{IterKind, ProfilePlan, Role, RoleCall, RolePlan, Tool};
+use crate::plan::{ProfilePlan, Role, RoleCall, RolePlan, Tool};
 use crate::raw::{CollectionMeta, RawWriter, RoleSchedule};
 use crate::record::{Kind, RangeCat};
 use crate::recorder::{self, RankContext, Sink, SinkStats, ThreadBinding};
@@ -299,18 +307,33 @@ impl RankProfiler {
         self.ctx.is_recording()
     }
 
-    /// The plan of the role that collects end-to-end on this rank, if any.
-    fn e2e_plan(&self) -> Option<&RolePlan> {
-        [
-            Role::Actor,
-            Role::Rollout,
-            Role::Ref,
-            Role::Critic,
-            Role::RewardModel,
-        ]
-        .into_iter()
-        .filter_map(|r| self.inner.plan.role(r))
-        .find(|p| !p.discrete && p.collects_on(self.rank))
+    /// The training role that collects end-to-end on this rank, if any, with its plan (verl's
+    /// `start_profile(role="train")` on the training workers; the rollout is not one of them).
+    fn e2e_plan(&self) -> Option<(Role, &RolePlan)> {
+        [Role::Actor, Role::Ref, Role::Critic, Role::RewardModel]
+            .into_iter()
+            .filter_map(|r| Some((r, self.inner.plan.role(r)?)))
+            .find(|(_, p)| !p.discrete && p.collects_on(self.rank))
+    }
+
+    /// Whether `call` opens a collection of its own on this rank: its role collects in discrete
+    /// mode, or it is rollout generation and the rollout collects while no training role
+    /// collects end-to-end here (a rollout enabled alone records generation only).
+    fn own_collection(&self, call: RoleCall) -> Option<&RolePlan> {
+        let p = self
+            .inner
+            .plan
+            .role(call.role())
+            .filter(|p| p.collects_on(self.rank))?;
+        if p.discrete
+            || (call.role() == Role::Rollout
+                && call == RoleCall::GenerateSequences
+                && self.e2e_plan().is_none())
+        {
+            Some(p)
+        } else {
+            None
+        }
     }
 
     /// Enters training step `step` (1-based). In end-to-end mode this starts the collection at
@@ -321,10 +344,11 @@ impl RankProfiler {
             let mut st = self.state.lock();
             st.step = Some(step);
             if st.active.is_none()
-                && let (Some(group), Some(plan)) = (self.inner.plan.group_of(step), self.e2e_plan())
+                && let (Some(group), Some((role, plan))) =
+                    (self.inner.plan.group_of(step), self.e2e_plan())
                 && group.first() == Some(&step)
             {
-                st.active = self.start(plan.clone(), group.to_vec(), "e2e".into(), false);
+                st.active = self.start(plan.clone(), role, group.to_vec(), None);
             }
         }
         StepGuard {
@@ -345,14 +369,9 @@ impl RankProfiler {
             if st.active.is_none() {
                 let step = st.step;
                 let group = step.and_then(|s| self.inner.plan.group_of(s));
-                let plan = self
-                    .inner
-                    .plan
-                    .role(call.role())
-                    .filter(|p| p.discrete && p.collects_on(self.rank));
+                let plan = self.own_collection(call);
                 if let (Some(step), Some(_), Some(plan)) = (step, group, plan) {
-                    st.active =
-                        self.start(plan.clone(), vec![step], call.annotated_name().into(), true);
+                    st.active = self.start(plan.clone(), call.role(), vec![step], Some(call));
                     started_discrete = st.active.is_some();
                 }
             }
@@ -364,7 +383,7 @@ impl RankProfiler {
             range: recorder::begin(None),
             started_discrete,
             scheduled,
-            _nvtx: crate::nvtx::NvtxRange::push(call.function_name()),
+            _nvtx: crate::nvtx::NvtxRange::push(call.annotated_name()),
         }
     }
 
@@ -379,7 +398,7 @@ impl RankProfiler {
             .plan
             .role(call.role())
             .filter(|p| p.collects_on(self.rank))
-            .and_then(|p| Some((p.schedule?, IterKind::counted_for(call, p.granularity)?)))
+            .and_then(|p| p.schedule_for(call))
         else {
             return false;
         };
@@ -410,17 +429,21 @@ impl RankProfiler {
         m
     }
 
+    /// Starts a collection of `plan` (the settings of `role`) over `steps`: end-to-end when
+    /// `call` is `None`, else around that one role call.
     fn start(
         &self,
         plan: RolePlan,
+        role: Role,
         steps: Vec<u64>,
-        role_dir: String,
-        discrete: bool,
+        call: Option<RoleCall>,
     ) -> Option<Active> {
         if self.inner.closed.load(std::sync::atomic::Ordering::SeqCst) {
             return None;
         }
-        match self.try_start(&plan, &steps, &role_dir) {
+        let discrete = call.is_some();
+        let role_dir = call.map_or("e2e", RoleCall::annotated_name).to_string();
+        match self.try_start(&plan, role, &steps, call) {
             Ok((sink, lock, tmp_dir, final_dir, raw_file)) => Some(Active {
                 started: self
                     .device_timeline()
@@ -450,25 +473,49 @@ impl RankProfiler {
     fn try_start(
         &self,
         plan: &RolePlan,
+        role: Role,
         steps: &[u64],
-        role_dir: &str,
+        call: Option<RoleCall>,
     ) -> Result<CollectionFiles, crate::ProfilerError> {
-        let parent = plan.save_path.join(step_dir(steps)).join(role_dir);
+        let id = CollectionId {
+            layout: self.inner.plan.layout,
+            tool: plan.tool,
+            scope: match call {
+                None => Scope::Train,
+                Some(RoleCall::GenerateSequences) => Scope::Stage(ROLLOUT_STAGE),
+                Some(c) => Scope::Stage(c.annotated_name()),
+            },
+            role,
+            steps,
+            host: &self.inner.host,
+            pid: self.inner.pid,
+            rank: self.rank,
+            world_size: self.inner.plan.world_size,
+        };
+        let role_dir = call.map_or("e2e", RoleCall::annotated_name);
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| crate::ProfilerError::Io { path, source }
         };
-        std::fs::create_dir_all(&parent).map_err(io(&parent))?;
-        let (tmp_dir, final_dir) = {
+        let (tmp_dir, final_dir, export_name) = {
             let _g = self.inner.names.lock();
             let mut ts = timestamp17(clock::wall_ns());
             loop {
-                let name = collection_name(&self.inner.host, self.inner.pid, ts, plan.tool);
-                let final_dir = parent.join(&name);
-                let tmp_dir = parent.join(unfinished_name(&name));
-                if !final_dir.exists() {
+                let at = place(&plan.save_path, &id, ts);
+                std::fs::create_dir_all(&at.parent).map_err(io(&at.parent))?;
+                let final_dir = at.parent.join(&at.name);
+                let tmp_dir = at.parent.join(unfinished_name(&at.name));
+                // An export name already taken (a file, or a collection that will write it) is
+                // never reused either: the timestamp is bumped (torch) or, where the name has
+                // no timestamp (torch_memory), the collection goes on and its snapshot is
+                // named apart by `rlprof analyse`.
+                let export_taken = at
+                    .export_name
+                    .as_ref()
+                    .is_some_and(|n| plan.tool == Tool::Torch && at.parent.join(n).exists());
+                if !final_dir.exists() && !export_taken {
                     match std::fs::create_dir(&tmp_dir) {
-                        Ok(()) => break (tmp_dir, final_dir),
+                        Ok(()) => break (tmp_dir, final_dir, at.export_name),
                         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                         Err(e) => return Err(io(&tmp_dir)(e)),
                     }
@@ -496,7 +543,9 @@ impl RankProfiler {
             pid: self.inner.pid,
             steps: steps.to_vec(),
             role_dir: role_dir.to_string(),
-            discrete: role_dir != "e2e",
+            discrete: call.is_some(),
+            layout: Some(self.inner.plan.layout),
+            export_name,
             caps: plan.caps,
             torch_memory: plan.torch_memory.clone(),
             schedules: self.schedules(),
@@ -618,7 +667,7 @@ impl Drop for RoleCallGuard {
     fn drop(&mut self) {
         let _busy = recorder::BusyGuard::enter();
         if let Some(open) = self.range.take() {
-            let name = intern::intern(self.call.function_name());
+            let name = intern::intern(self.call.annotated_name());
             recorder::end(open, Kind::Range as u8, RangeCat::RoleCall as u8, name.0);
         }
         if self.scheduled {

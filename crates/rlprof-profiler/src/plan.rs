@@ -356,6 +356,14 @@ pub struct TorchMemoryOptions {
     pub trace_alloc_max_entries: u64,
     /// Frames kept per trace entry.
     pub stack_depth: u32,
+    /// `memory_snapshot_num_steps`: profiled steps per snapshot window (verl dumps one snapshot
+    /// when a window holds this many profiled steps).
+    #[serde(default = "one")]
+    pub snapshot_num_steps: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 impl Default for TorchMemoryOptions {
@@ -363,8 +371,50 @@ impl Default for TorchMemoryOptions {
         TorchMemoryOptions {
             trace_alloc_max_entries: 100_000,
             stack_depth: 32,
+            snapshot_num_steps: 1,
         }
     }
+}
+
+/// Where a job's collections go (`global_profiler.rlprof.layout`, rlprof's own key).
+///
+/// The names themselves are [`crate::collection::names`]'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// verl 0.9.1's places and names (the default): `save_path/train/` for end-to-end npu
+    /// collections, `save_path/<stage>/` for discrete ones, flat torch traces named as verl's
+    /// `build_trace_basename` names them, torch_memory `step{N}` / `steps{a}-{b}` windows.
+    #[default]
+    Verl,
+    /// rlprof's step-grouped layout: `save_path/step{N}/{e2e|<stage>}/...`.
+    StepGrouped,
+}
+
+impl Layout {
+    /// The YAML spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::Verl => "verl",
+            Layout::StepGrouped => "step_grouped",
+        }
+    }
+}
+
+/// Which role calls a role's schedule sub-samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleScope {
+    /// rlprof's own `schedule` (npu, torch_memory, `global_tool_config.schedule`): every call of
+    /// the role, counting its inner iterations.
+    #[default]
+    EveryCall,
+    /// verl's `tool_config.torch.schedule`: only the update stage (`actor_update`,
+    /// `critic_update`), counting mini-batches; every other stage is collected in full.
+    Update,
+    /// verl's `profile_token_start` / `profile_token_end`: only rollout generation, in discrete
+    /// mode (verl hands the window to the rollout engine's profiler).
+    RolloutDiscrete,
 }
 
 /// Per-collection size caps, so that no single stage can write without bound: a collection that
@@ -549,12 +599,30 @@ pub struct RolePlan {
     pub schedule: Option<Schedule>,
     /// What the schedule counts in `update_actor`.
     pub granularity: Granularity,
+    /// Which calls the schedule sub-samples.
+    pub schedule_scope: ScheduleScope,
 }
 
 impl RolePlan {
     /// Whether this role collects on `rank`.
     pub fn collects_on(&self, rank: u32) -> bool {
         self.enable && self.ranks.contains(&rank)
+    }
+
+    /// The schedule that gates `call` (one of this role's calls) and what it counts, if any:
+    /// verl's torch schedule only for the update stage, verl's token window only for discrete
+    /// rollout generation, rlprof's own schedule for every call.
+    pub fn schedule_for(&self, call: RoleCall) -> Option<(Schedule, IterKind)> {
+        let s = self.schedule?;
+        let applies = match self.schedule_scope {
+            ScheduleScope::EveryCall => true,
+            ScheduleScope::Update => matches!(call, RoleCall::UpdateActor | RoleCall::UpdateCritic),
+            ScheduleScope::RolloutDiscrete => self.discrete && call == RoleCall::GenerateSequences,
+        };
+        if !applies {
+            return None;
+        }
+        Some((s, IterKind::counted_for(call, self.granularity)?))
     }
 }
 
@@ -584,8 +652,11 @@ pub struct ProfilePlan {
     pub save_path: PathBuf,
     /// `trainer.nnodes * trainer.n_gpus_per_node`.
     pub world_size: u32,
-    /// Steps grouped into collections: `[[1,2],[5]]` when continuous, `[[1],[2],[5]]` otherwise.
+    /// Steps grouped into collections: `[[1,2],[5]]` when continuous, `[[1],[2],[5]]` otherwise;
+    /// for `torch_memory`, windows of `memory_snapshot_num_steps` profiled steps.
     pub step_groups: Vec<Vec<u64>>,
+    /// Where collections go (`global_profiler.rlprof.layout`).
+    pub layout: Layout,
     /// Effective settings per role present in the job.
     pub roles: BTreeMap<Role, RolePlan>,
     /// nsys global options.
@@ -634,6 +705,7 @@ impl ProfilePlan {
             save_path: PathBuf::from("outputs/profile"),
             world_size,
             step_groups: vec![],
+            layout: Layout::default(),
             roles: BTreeMap::new(),
             nsys: NsysOptions::default(),
             torch_memory: TorchMemoryOptions::default(),

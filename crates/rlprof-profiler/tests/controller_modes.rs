@@ -25,10 +25,15 @@ fn run(plan: rlprof_profiler::ProfilePlan) -> Vec<rlprof_profiler::CompletedColl
     profiler.completed()
 }
 
+/// The directory holding the collection, relative to `root`, and the steps it covers:
+/// `train step1`, `actor_update step2` (verl's layout) or `step1/e2e step1` (step-grouped).
 fn rel(c: &rlprof_profiler::CompletedCollection, root: &std::path::Path) -> String {
-    let p = c.dir.strip_prefix(root).unwrap();
-    let parts: Vec<_> = p.iter().map(|s| s.to_string_lossy().into_owned()).collect();
-    format!("{}/{}", parts[0], parts[1])
+    let p = c.dir.parent().unwrap().strip_prefix(root).unwrap();
+    format!(
+        "{} step{}",
+        p.display(),
+        rlprof_profiler::collection::names::step_label(&c.steps)
+    )
 }
 
 fn op_count(c: &rlprof_profiler::CompletedCollection) -> usize {
@@ -78,17 +83,17 @@ fn end_to_end_one_collection_per_step_and_rank_with_role_calls_inside() {
         assert_eq!(
             range_names(c, RangeCat::RoleCall),
             [
-                "compute_log_prob",
-                "compute_ref_log_prob",
-                "generate_sequences",
-                "update_actor"
+                "actor_compute_log_prob",
+                "actor_update",
+                "ref_compute_log_prob",
+                "rollout_generate",
             ]
         );
         assert_eq!(range_names(c, RangeCat::Step).len(), 1);
     }
     assert_eq!(
         per.keys().cloned().collect::<Vec<_>>(),
-        ["step1/e2e", "step2/e2e", "step5/e2e"]
+        ["train step1", "train step2", "train step5"]
     );
     for ranks in per.values_mut() {
         ranks.sort();
@@ -121,16 +126,20 @@ fn discrete_one_collection_per_role_call_named_by_role() {
     }
     for step in [1, 2, 5] {
         for role in [
-            "rollout_generate",
             "actor_compute_log_prob",
             "ref_compute_log_prob",
             "actor_update",
         ] {
             assert_eq!(
-                kinds.get(&format!("step{step}/{role}")),
+                kinds.get(&format!("{role} step{step}")),
                 Some(&2),
-                "step{step}/{role}"
+                "{role} step{step}"
             );
+        }
+        // verl: a rollout replica's traces go to agent_loop_rollout_replica_{rank}.
+        for r in 0..2 {
+            let k = format!("agent_loop_rollout_replica_{r} step{step}");
+            assert_eq!(kinds.get(&k), Some(&1), "{k}");
         }
     }
 }
@@ -150,7 +159,12 @@ fn continuous_steps_share_one_collection() {
     names.sort();
     assert_eq!(
         names,
-        ["step1-2/e2e", "step1-2/e2e", "step5/e2e", "step5/e2e"]
+        [
+            "train step1-2",
+            "train step1-2",
+            "train step5",
+            "train step5"
+        ]
     );
     for c in &done {
         let steps = range_names(c, RangeCat::Step).len();
@@ -224,4 +238,45 @@ fn walk(p: &std::path::Path) -> Vec<String> {
         }
     }
     out
+}
+
+#[test]
+fn step_grouped_layout_stays_available() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = plan(
+        dir.path(),
+        &[1, 2],
+        false,
+        role_plan(dir.path(), vec![0, 1], true),
+        2,
+    );
+    p.layout = rlprof_profiler::plan::Layout::StepGrouped;
+    let done = run(p);
+    let mut kinds: Vec<String> = done
+        .iter()
+        .map(|c| {
+            c.dir
+                .parent()
+                .unwrap()
+                .strip_prefix(dir.path())
+                .unwrap()
+                .display()
+                .to_string()
+        })
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    assert_eq!(
+        kinds,
+        [
+            "step1/actor_compute_log_prob",
+            "step1/actor_update",
+            "step1/ref_compute_log_prob",
+            "step1/rollout_generate",
+            "step2/actor_compute_log_prob",
+            "step2/actor_update",
+            "step2/ref_compute_log_prob",
+            "step2/rollout_generate",
+        ]
+    );
 }

@@ -244,20 +244,11 @@ fn load_collection(root: &Path, dir: &Path, raw: &Path, out: &mut Loaded) {
     }
 }
 
-/// `step1/e2e` for `{save}/step1/e2e/{host}_{pid}_{ts}_ascend_pt`; otherwise the directory name.
-fn collection_group(root: &Path, dir: &Path) -> String {
-    let role = dir.parent();
-    let step = role.and_then(Path::parent);
-    match (step, role) {
-        (Some(s), Some(r))
-            if s.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("step")) =>
-        {
-            format!("{}/{}", name(s), name(r))
-        }
-        _ => group_of_dir(root, dir),
-    }
+/// The collection's group, by the collection module's rule, in either layout (`step1/e2e`;
+/// `train`, `actor_update`, `.` in verl's): see
+/// [`rlprof_profiler::collection::names::collection_group`].
+fn collection_group(_root: &Path, dir: &Path) -> String {
+    rlprof_profiler::collection::names::collection_group(dir)
 }
 
 fn name(p: &Path) -> String {

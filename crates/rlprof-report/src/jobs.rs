@@ -127,21 +127,10 @@ impl Info {
 /// The run of a collection's raw file `{run}/step*/{role}/{collection}/rlprof_raw/rank_N.rlraw`:
 /// the directory above the first `step*` ancestor, or the collection directory.
 fn rlprof_run(raw: &Path) -> PathBuf {
-    let collection = raw
-        .parent()
-        .and_then(Path::parent)
-        .unwrap_or(raw)
-        .to_path_buf();
-    for a in collection.ancestors() {
-        let is_step = a.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-            n.strip_prefix("step")
-                .is_some_and(|d| d.parse::<u64>().is_ok())
-        });
-        if is_step {
-            return a.parent().unwrap_or(a).to_path_buf();
-        }
-    }
-    collection
+    // raw = {collection}/rlprof_raw/rank_N.rlraw; the run is the collection's save_path, in
+    // either layout (the collection module's rule).
+    let collection = raw.parent().and_then(Path::parent).unwrap_or(raw);
+    rlprof_profiler::collection::names::run_dir(collection)
 }
 
 fn same_job(a: &Profile, ia: &Info, b: &Profile, ib: &Info) -> bool {

@@ -16,6 +16,15 @@
 
 use crate::model::{Event, Track};
 
+/// verl 0.9.1's stage labels of role calls (`DistProfiler.annotate(role=...)`).
+const VERL_STAGE_LABELS: [&str; 5] = [
+    "rollout_generate",
+    "actor_compute_log_prob",
+    "ref_compute_log_prob",
+    "actor_update",
+    "critic_update",
+];
+
 /// msprof's derived overlap lanes.
 pub const OVERLAP_ANALYSIS: &str = "Overlap Analysis";
 
@@ -35,6 +44,20 @@ pub fn apply<'n>(
     let collectives_apart = events
         .iter()
         .any(|e| matches!(process(e.thread), "Communication" | "HCCL"));
+    // A trace whose stage ranges carry verl's stage labels (`actor_update`, ...: rlprof's, as
+    // verl 0.9.1 names its stages) has its trainer phases under the function names: there,
+    // `update_actor` is the phase around the `actor_update` call, not a second call.
+    let name_of = |e: &Event| names.get(e.name as usize).map(String::as_str).unwrap_or("");
+    let stage_labels = events
+        .iter()
+        .any(|e| e.track == Track::RoleCall && VERL_STAGE_LABELS.contains(&name_of(e)));
+    if stage_labels {
+        for e in events.iter_mut() {
+            if e.track == Track::RoleCall && crate::chrome_reader::PHASES.contains(&name_of(e)) {
+                e.track = Track::Phase;
+            }
+        }
+    }
     for e in events.iter_mut() {
         let name = names.get(e.name as usize).map(String::as_str).unwrap_or("");
         match process(e.thread) {

@@ -106,7 +106,7 @@ fn json_numbers_equal_an_independent_computation_over_the_raw_records() {
         }
         assert_eq!(t.roles.len(), 4);
         let split = row["rollout_ns"].as_u64().unwrap();
-        close(split, t.roles["generate_sequences"], 1, "rollout split");
+        close(split, t.roles["rollout_generate"], 1, "rollout split");
         let other = row["other_ns"].as_u64().unwrap();
         assert_eq!(
             other + t.roles.values().sum::<u64>().min(t.step_ns),
@@ -182,8 +182,9 @@ fn the_slow_rank_stands_out_and_any_level_of_path_loads() {
     let slow: Vec<_> = report.breakdown.iter().filter(|r| r.slowest).collect();
     assert_eq!(slow.len(), 1);
     assert_eq!(slow[0].rank, 1, "rank 1 spins 30 ms longer in rollout");
-    // A step directory, one collection and one raw file load the same profile data.
-    let step_dir = dir.path().join("step1");
+    // The `train` directory (verl's layout), one collection and one raw file load the same
+    // profile data.
+    let step_dir = dir.path().join("train");
     assert_eq!(
         load(&step_dir, &Limits::default()).unwrap().profiles.len(),
         2
@@ -230,7 +231,7 @@ fn a_path_with_nothing_loadable_is_an_error_naming_the_skipped_files() {
     assert!(err.contains("bad.pt.trace.json"), "{err}");
 }
 
-/// The `torch` tool writes each collection's trace beside it (`../*.pt.trace.json.gz`, as verl
+/// The `torch` tool writes each collection's trace beside it (`../{basename}.json.gz`, as verl
 /// names it); `report` on the save path reads the collection's raw data and says the trace is
 /// not read a second time, so nothing is counted twice and no second job appears.
 #[test]
@@ -263,7 +264,7 @@ fn a_torch_trace_written_beside_its_collection_is_not_read_twice() {
                 .unwrap()
                 .flatten()
                 .map(|e| e.path())
-                .filter(|p| p.to_string_lossy().ends_with(".pt.trace.json.gz")),
+                .filter(|p| p.to_string_lossy().ends_with(".json.gz")),
         );
     }
     beside.sort();

@@ -1,8 +1,8 @@
 //! Hand-built plans.
 
 use rlprof_profiler::plan::{
-    Caps, Content, ExportType, Granularity, Level, NsysOptions, ProfilePlan, Role, RolePlan,
-    Schedule, Tool, TorchMemoryOptions,
+    Caps, Content, ExportType, Granularity, Layout, Level, NsysOptions, ProfilePlan, Role,
+    RolePlan, Schedule, ScheduleScope, Tool, TorchMemoryOptions,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,7 +12,7 @@ use std::path::Path;
 ///
 /// The defaults: tool npu, level0, contents `[npu, cpu]`, rank 0 of a world of 1 (not
 /// `all_ranks`), continuous mode, default caps, no schedule, step `[1]` in its own collection,
-/// roles actor, rollout and ref, tool source `"test"`.
+/// roles actor, rollout and ref, tool source `"test"`, verl's layout.
 ///
 /// ```
 /// use rlprof_testkit::PlanBuilder;
@@ -28,6 +28,7 @@ pub struct PlanBuilder {
     continuous: bool,
     world: u32,
     tool_source: String,
+    layout: Layout,
 }
 
 impl PlanBuilder {
@@ -52,13 +53,21 @@ impl PlanBuilder {
                 caps: Caps::default(),
                 schedule: None,
                 granularity: Granularity::default(),
+                schedule_scope: ScheduleScope::default(),
             },
             roles: vec![Role::Actor, Role::Rollout, Role::Ref],
             steps: vec![1],
             continuous: false,
             world: 1,
             tool_source: "test".into(),
+            layout: Layout::default(),
         }
+    }
+
+    /// Where collections go (default: verl's layout).
+    pub fn layout(mut self, layout: Layout) -> PlanBuilder {
+        self.layout = layout;
+        self
     }
 
     /// The ranks that collect.
@@ -195,6 +204,7 @@ impl PlanBuilder {
             save_path: self.role.save_path.clone(),
             world_size: self.world,
             step_groups,
+            layout: self.layout,
             roles,
             nsys: NsysOptions::default(),
             torch_memory: TorchMemoryOptions::default(),

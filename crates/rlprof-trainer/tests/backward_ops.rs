@@ -199,10 +199,10 @@ fn backward_and_optimizer_ops_cover_the_update() {
         let all = coverage(recs, &name, &|_| true);
         let before = coverage(recs, &name, &|n| !is_new_op(n));
         for call in [
-            "generate_sequences",
-            "compute_log_prob",
-            "compute_ref_log_prob",
-            "update_actor",
+            "rollout_generate",
+            "actor_compute_log_prob",
+            "ref_compute_log_prob",
+            "actor_update",
         ] {
             assert!(
                 all[call] > before[call] - 1e-9,
@@ -212,10 +212,10 @@ fn backward_and_optimizer_ops_cover_the_update() {
         // Ratios of time on a shared machine: the thresholds leave room for preemption. A rank
         // that waits long in a collective (the other rank preempted) is covered by that
         // collective either way, so the gain, not the old coverage, is what is asserted.
-        assert!(all["update_actor"] > 0.8, "{all:?}");
+        assert!(all["actor_update"] > 0.8, "{all:?}");
         assert!(
-            all["update_actor"] > before["update_actor"] + 0.01,
-            "the new ops add coverage to update_actor: {all:?} vs {before:?}"
+            all["actor_update"] > before["actor_update"] + 0.01,
+            "the new ops add coverage to actor_update: {all:?} vs {before:?}"
         );
         eprintln!("{f:?}: coverage with the change {all:?}, without {before:?}");
     }

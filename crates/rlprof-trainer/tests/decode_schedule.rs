@@ -15,7 +15,8 @@ fn rollout_raw(dir: &Path, out: &mut Vec<PathBuf>) {
         if p.is_dir() {
             rollout_raw(&p, out);
         } else if p.extension().is_some_and(|x| x == "rlraw")
-            && p.to_string_lossy().contains("/rollout_generate/")
+            // verl's layout: a rollout replica's collections go to agent_loop_rollout_replica_{rank}.
+            && p.to_string_lossy().contains("/agent_loop_rollout_replica_0/")
         {
             out.push(p);
         }

@@ -125,10 +125,10 @@ fn profiled_run_records_roles_phases_ops_comm_and_memory() {
             }
         }
         for c in [
-            "generate_sequences",
-            "compute_log_prob",
-            "compute_ref_log_prob",
-            "update_actor",
+            "rollout_generate",
+            "actor_compute_log_prob",
+            "ref_compute_log_prob",
+            "actor_update",
         ] {
             assert!(calls.contains(c), "{c} missing from {calls:?}");
         }

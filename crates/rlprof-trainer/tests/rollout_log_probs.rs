@@ -89,12 +89,13 @@ fn profiled_step(dir: &Path, extra: &[&str]) -> (RunSummary, Vec<String>) {
     let profiler = rlprof_profiler::Profiler::new(build_plan(&doc).unwrap());
     let summary = rlprof_trainer::run(&cfg(&doc), profiler, Default::default()).unwrap();
     let mut roles = Vec::new();
-    let mut stack = vec![save];
+    let mut stack = vec![save.clone()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
             let p = e.path();
             if p.is_dir() {
-                if p.parent().and_then(|q| q.file_name()) == Some("step1".as_ref()) {
+                // verl's layout: discrete collections go to {save}/{stage}/.
+                if p.parent() == Some(save.as_path()) {
                     roles.push(e.file_name().to_string_lossy().into_owned());
                 }
                 stack.push(p);

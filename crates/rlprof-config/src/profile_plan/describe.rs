@@ -29,23 +29,25 @@ fn role_json(r: &RolePlan) -> Value {
         },
         "caps": caps_json(&r.caps),
         "schedule": r.schedule,
+        "schedule_scope": r.schedule_scope,
         "granularity": r.granularity.as_str(),
     })
 }
 
-/// What a schedule counts for a role, in words (`decode steps of generate_sequences`).
+/// What a schedule counts for a role, in words (`decode steps of rollout_generate`), by stage
+/// label and only for the calls the schedule gates.
 fn counted_words(role: Role, r: &RolePlan) -> String {
     let calls: Vec<String> = RoleCall::ALL
         .iter()
         .filter(|c| c.role() == role)
         .filter_map(|c| {
-            let kind = IterKind::counted_for(*c, r.granularity)?;
+            let (_, kind) = r.schedule_for(*c)?;
             let unit = match kind {
                 IterKind::DecodeStep => "decode steps",
                 IterKind::MicroBatch => "micro-batches",
                 IterKind::MiniBatch => "mini-batches",
             };
-            Some(format!("{unit} of {}", c.function_name()))
+            Some(format!("{unit} of {}", c.annotated_name()))
         })
         .collect();
     calls.join(", ")
@@ -96,6 +98,7 @@ pub(crate) fn plan_json(plan: &ProfilePlan) -> Value {
         "steps": plan.steps,
         "step_groups": plan.step_groups,
         "profile_continuous_steps": plan.profile_continuous_steps,
+        "layout": plan.layout.as_str(),
         "roles": roles,
         "nsys": {
             "discrete": plan.nsys.discrete,
@@ -105,6 +108,7 @@ pub(crate) fn plan_json(plan: &ProfilePlan) -> Value {
         "torch_memory": {
             "trace_alloc_max_entries": plan.torch_memory.trace_alloc_max_entries,
             "stack_depth": plan.torch_memory.stack_depth,
+            "memory_snapshot_num_steps": plan.torch_memory.snapshot_num_steps,
         },
         "warnings": plan.warnings,
         "verl": plan.verl,
@@ -182,6 +186,10 @@ pub(crate) fn describe(plan: &ProfilePlan) -> String {
             plan.world_size,
             plan.save_path.display()
         ));
+        lines.push(match plan.layout {
+            rlprof_profiler::plan::Layout::Verl => "layout verl (as verl 0.9.1: {save_path}/train/ end-to-end, {save_path}/<stage>/ discrete, flat torch traces, torch_memory step{N}/steps{a}-{b}; global_profiler.rlprof.layout=step_grouped for {save_path}/step{N}/...)".to_string(),
+            rlprof_profiler::plan::Layout::StepGrouped => "layout step_grouped ({save_path}/step{N}/{e2e|<stage>}/...)".to_string(),
+        });
     }
     for (role, r) in &plan.roles {
         if !r.enable {

@@ -31,7 +31,13 @@ pub(super) fn check_precision_debugger(cx: &mut Reader, b: &Map, p: &str) {
 }
 
 /// verl's `relocate_results`, `finish_hook_cmd`, `finish_hook_all_ranks`, `finish_hook_ranks`.
-pub(super) fn parse_hooks(cx: &mut Reader, m: &Map, path: &str, world: u32) -> Hooks {
+pub(super) fn parse_hooks(
+    cx: &mut Reader,
+    m: &Map,
+    path: &str,
+    world: u32,
+    warnings: &mut Vec<String>,
+) -> Hooks {
     let cmd = match m.get("finish_hook_cmd") {
         None => None,
         Some(Node::Null) => Some(None),
@@ -41,7 +47,7 @@ pub(super) fn parse_hooks(cx: &mut Reader, m: &Map, path: &str, world: u32) -> H
         relocate_results: cx.bool_in(m, "relocate_results", path),
         cmd,
         all_ranks: cx.bool_in(m, "finish_hook_all_ranks", path),
-        ranks: rank_list(cx, m, "finish_hook_ranks", path, world),
+        ranks: rank_list(cx, m, "finish_hook_ranks", path, world, warnings),
     }
 }
 
@@ -63,13 +69,16 @@ pub(super) fn pos_u32(cx: &mut Reader, m: &Map, key: &str, path: &str) -> Option
     }
 }
 
-/// A list of ranks below the world size (`ranks`, `finish_hook_ranks`).
+/// A list of ranks (`ranks`, `finish_hook_ranks`). A rank at or above the world size is
+/// accepted with a warning, as verl 0.9.1 accepts it (no process has it, so it selects nothing);
+/// a negative or non-integer rank is an error.
 pub(super) fn rank_list(
     cx: &mut Reader,
     m: &Map,
     key: &str,
     path: &str,
     world: u32,
+    warnings: &mut Vec<String>,
 ) -> Option<Vec<u32>> {
     let v = Reader::entry(m, key)?;
     let p = format!("{path}.{key}");
@@ -90,13 +99,10 @@ pub(super) fn rank_list(
         let ip = format!("{p}[{i}]");
         match typed::as_int(item) {
             Some(r) if r >= 0 && r < world as i64 => out.push(r as u32),
-            Some(r) if r >= 0 => cx.err(
-                &ip,
-                format!(
-                    "rank {r} is >= world size {world} (trainer.nnodes * trainer.n_gpus_per_node); valid ranks are 0..{}",
-                    world - 1
-                ),
-            ),
+            Some(r) if r >= 0 => warnings.push(format!(
+                "{ip}: rank {r} is >= world size {world} (trainer.nnodes * trainer.n_gpus_per_node), so no process has it and it selects nothing; verl 0.9.1 accepts it the same way (ranks are 0..{})",
+                world - 1
+            )),
             _ => cx.err(
                 &ip,
                 format!(

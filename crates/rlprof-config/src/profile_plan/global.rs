@@ -5,10 +5,12 @@ use super::fields::{
     PRECISION_DEBUGGER, check_precision_debugger, parse_hooks, parse_schedule, pos_u32,
 };
 use super::raw::{Global, Hooks};
-use super::schema::{GLOBAL_KEYS, GLOBAL_TOOL_KEYS, NSYS_GLOBAL_KEYS, TORCH_MEMORY_KEYS};
+use super::schema::{
+    GLOBAL_KEYS, GLOBAL_TOOL_KEYS, NSYS_GLOBAL_KEYS, RLPROF_KEYS, TORCH_MEMORY_KEYS,
+};
 use crate::tree::{Map, Node};
 use crate::typed::{self, Reader};
-use rlprof_profiler::plan::{Caps, NsysOptions, TorchMemoryOptions};
+use rlprof_profiler::plan::{Caps, Layout, NsysOptions, Tool, TorchMemoryOptions};
 use std::collections::BTreeMap;
 
 pub(super) fn world_size(cx: &mut Reader, root: &Map) -> u32 {
@@ -48,6 +50,10 @@ pub(super) fn parse_global(cx: &mut Reader, root: &Map, world: u32) -> Global {
         schedule: None,
         hooks: Hooks::default(),
         precision_debugger: false,
+        unknown_tool: false,
+        layout: Layout::default(),
+        worker_nsight_null: false,
+        warnings: Vec::new(),
     };
     let p = "global_profiler";
     let Some(m) = cx.map(root.get(p), p) else {
@@ -55,14 +61,40 @@ pub(super) fn parse_global(cx: &mut Reader, root: &Map, world: u32) -> Global {
     };
     cx.check_keys(m, p, GLOBAL_KEYS);
     g.precision_debugger = m.get("tool").and_then(Node::as_str) == Some(PRECISION_DEBUGGER);
-    g.tool = if g.precision_debugger {
-        None
-    } else {
-        cx.tool(m, "tool", p)
+    g.tool = match m.get("tool").and_then(Node::as_str) {
+        _ if g.precision_debugger => None,
+        Some(t) if Tool::parse(t).is_none() && !typed::is_interp(&m["tool"]) => {
+            // verl 0.9.1 accepts any tool name and profiles nothing with an unknown one.
+            let valid = Tool::ALL.map(Tool::as_str);
+            let hint = typed::suggest(t, &valid)
+                .map(|s| format!("; did you mean '{s}'?"))
+                .unwrap_or_default();
+            g.warnings.push(format!(
+                "global_profiler.tool: '{t}' is not one of {}, so nothing is collected; verl 0.9.1 accepts it the same way (its no-op profiler){hint}",
+                valid.join(", ")
+            ));
+            g.unknown_tool = true;
+            None
+        }
+        _ => cx.tool(m, "tool", p),
     };
-    g.hooks = parse_hooks(cx, m, p, world);
+    g.hooks = parse_hooks(cx, m, p, world, &mut g.warnings);
     g.tool_given = Reader::entry(m, "tool").is_some();
-    g.steps = parse_steps(cx, m.get("steps"));
+    g.steps = parse_steps(cx, m.get("steps"), &mut g.warnings);
+    if let Some(rl) = cx.map(m.get("rlprof"), "global_profiler.rlprof") {
+        cx.check_keys(rl, "global_profiler.rlprof", RLPROF_KEYS);
+        if let Some(l) = cx.str_in(rl, "layout", "global_profiler.rlprof") {
+            match l.as_str() {
+                "verl" => g.layout = Layout::Verl,
+                "step_grouped" => g.layout = Layout::StepGrouped,
+                other => cx.not_one_of(
+                    "global_profiler.rlprof.layout",
+                    other,
+                    &["verl", "step_grouped"],
+                ),
+            }
+        }
+    }
     g.continuous = cx
         .bool_in(m, "profile_continuous_steps", p)
         .unwrap_or(false);
@@ -99,6 +131,9 @@ pub(super) fn parse_global(cx: &mut Reader, root: &Map, world: u32) -> Global {
                 ("worker_nsight_options", &mut g.nsys.worker_nsight_options),
             ] {
                 let kp = format!("{np}.{key}");
+                if key == "worker_nsight_options" && matches!(n.get(key), Some(Node::Null)) {
+                    g.worker_nsight_null = true;
+                }
                 if let Some(opts) = cx.map(n.get(key), &kp) {
                     for (k, v) in opts {
                         target.insert(k.clone(), v.to_json());
@@ -115,7 +150,9 @@ pub(super) fn parse_global(cx: &mut Reader, root: &Map, world: u32) -> Global {
             if let Some(d) = pos_u32(cx, t, "stack_depth", &tp) {
                 g.torch_memory.stack_depth = d;
             }
-            cx.pos_int_in(t, "memory_snapshot_num_steps", &tp);
+            if let Some(n) = cx.pos_int_in(t, "memory_snapshot_num_steps", &tp) {
+                g.torch_memory.snapshot_num_steps = n;
+            }
         }
         let pp = format!("{gp}.precision_debugger");
         if let Some(b) = cx.map(gtc.get("precision_debugger"), &pp) {
@@ -142,7 +179,7 @@ fn default_nsys() -> NsysOptions {
     }
 }
 
-fn parse_steps(cx: &mut Reader, v: Option<&Node>) -> Vec<u64> {
+fn parse_steps(cx: &mut Reader, v: Option<&Node>, warnings: &mut Vec<String>) -> Vec<u64> {
     let p = "global_profiler.steps";
     let v = match v {
         None | Some(Node::Null) => return vec![],
@@ -169,6 +206,10 @@ fn parse_steps(cx: &mut Reader, v: Option<&Node>) -> Vec<u64> {
     for (i, item) in seq.iter().enumerate() {
         match typed::as_int(item) {
             Some(s) if s >= 1 => out.push(s as u64),
+            // verl 0.9.1 accepts it: its trainer counts steps from 1, so the step never comes.
+            Some(s) => warnings.push(format!(
+                "{p}[{i}]: step {s} never comes (the trainer counts steps from 1), so it is not profiled; verl 0.9.1 accepts it the same way"
+            )),
             _ => cx.err(
                 &format!("{p}[{i}]"),
                 format!(

@@ -14,6 +14,7 @@ mod role;
 mod role_plan;
 pub(crate) mod schema;
 mod values;
+pub(crate) mod verl_diff;
 
 use self::global::{parse_global, world_size};
 use self::raw::RawRole;
@@ -111,6 +112,11 @@ pub(crate) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, C
             None,
             "global_profiler.tool (precision_debugger: not collectable yet)".to_string(),
         )
+    } else if global.unknown_tool {
+        (
+            None,
+            "global_profiler.tool (not a tool: nothing collects, as in verl 0.9.1)".to_string(),
+        )
     } else if global.steps.is_empty() || global.tool_given {
         (None, "no steps listed".to_string())
     } else {
@@ -153,6 +159,16 @@ pub(crate) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, C
     }
 
     let mut warnings = misspelt_sections(root);
+    warnings.extend(global.warnings.iter().cloned());
+    for (_, raw) in &raws {
+        warnings.extend(raw.warnings.iter().cloned());
+    }
+    if global.worker_nsight_null && tool == Some(Tool::Nsys) && !global.steps.is_empty() {
+        cx.err(
+            "global_profiler.global_tool_config.nsys.worker_nsight_options",
+            "null, but the nsys tool needs the worker's nsys options (verl 0.9.1 refuses this too: worker_nsight_options must be set when using nsys with profile_steps); remove the null to use the defaults",
+        );
+    }
     // Cross-field checks.
     if global.continuous {
         let discrete: Vec<&str> = roles
@@ -202,8 +218,21 @@ pub(crate) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, C
         ));
     }
 
-    let step_groups = group_steps(&global.steps, global.continuous);
-    Ok(ProfilePlan {
+    cross_role_warnings(&roles, &mut warnings);
+    let step_groups = if global.unknown_tool {
+        Vec::new()
+    } else if tool == Some(Tool::TorchMemory) {
+        let n = roles
+            .values()
+            .find(|r| r.enable)
+            .map_or(global.torch_memory.snapshot_num_steps, |r| {
+                r.torch_memory.snapshot_num_steps
+            });
+        memory_windows(&global.steps, n)
+    } else {
+        group_steps(&global.steps, global.continuous)
+    };
+    let mut plan = ProfilePlan {
         tool,
         tool_source,
         steps: global.steps,
@@ -211,12 +240,101 @@ pub(crate) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, C
         save_path: PathBuf::from(global.save_path),
         world_size,
         step_groups,
+        layout: global.layout,
         roles,
         nsys: global.nsys,
         torch_memory: global.torch_memory,
         warnings,
         verl,
-    })
+    };
+    let rows = verl_diff::applying(&plan);
+    plan.verl.differences.extend(rows.iter().map(|r| {
+        format!(
+            "[{}] verl 0.9.1: {} rlprof: {} Why: {} (docs/verl-differences.md; pinned by {})",
+            r.id, r.verl, r.rlprof, r.why, r.test
+        )
+    }));
+    Ok(plan)
+}
+
+/// verl 0.9.1's torch_memory windows: `n` profiled steps per snapshot, in order; the last
+/// window may hold fewer (verl never dumps it; rlprof does, see `verl_diff`).
+pub(crate) fn memory_windows(steps: &[u64], n: u64) -> Vec<Vec<u64>> {
+    steps
+        .chunks(n.max(1) as usize)
+        .map(<[u64]>::to_vec)
+        .collect()
+}
+
+/// Warnings for settings of one role that another role's setting keeps from taking effect,
+/// each naming both keys.
+fn cross_role_warnings(
+    roles: &BTreeMap<Role, rlprof_profiler::plan::RolePlan>,
+    out: &mut Vec<String>,
+) {
+    use rlprof_profiler::plan::ScheduleScope;
+    let key = |role: Role, r: &rlprof_profiler::plan::RolePlan| {
+        format!(
+            "{}.tool_config.{}.discrete",
+            role.yaml_path(),
+            r.tool.as_str()
+        )
+    };
+    let e2e = [Role::Actor, Role::Ref, Role::Critic, Role::RewardModel]
+        .into_iter()
+        .find_map(|r| {
+            Some((
+                r,
+                roles
+                    .get(&r)
+                    .filter(|p| p.enable && !p.discrete && !p.ranks.is_empty())?,
+            ))
+        });
+    if let Some((er, ep)) = e2e {
+        for (role, p) in roles {
+            if !(p.enable && p.discrete) {
+                continue;
+            }
+            let shared: Vec<u32> = p
+                .ranks
+                .iter()
+                .copied()
+                .filter(|x| ep.ranks.contains(x))
+                .collect();
+            if shared.is_empty() {
+                continue;
+            }
+            out.push(format!(
+                "{}: true cannot take effect on ranks {shared:?}: {}: false makes one end-to-end collection per step there, which holds {}'s calls as ranges instead of collections of their own (verl 0.9.1 profiles each worker apart); make both discrete or both end-to-end to choose",
+                key(*role, p),
+                key(er, ep),
+                role.as_str()
+            ));
+        }
+    }
+    for (role, p) in roles {
+        if !p.enable || p.schedule_scope != ScheduleScope::RolloutDiscrete {
+            continue;
+        }
+        let tk = format!(
+            "{}.tool_config.{}.profile_token_start/profile_token_end",
+            role.yaml_path(),
+            p.tool.as_str()
+        );
+        if *role != Role::Rollout {
+            out.push(format!(
+                "{tk} has no effect on {}: verl 0.9.1 applies the token window to the rollout engine only; set it under {}.tool_config.{}",
+                role.as_str(),
+                Role::Rollout.yaml_path(),
+                p.tool.as_str()
+            ));
+        } else if !p.discrete {
+            out.push(format!(
+                "{tk} has no effect while {}: false: verl 0.9.1 applies the token window in discrete mode only",
+                key(*role, p)
+            ));
+        }
+    }
 }
 
 /// verl 0.9.1's top-level sections (`ppo_trainer` and the experimental trainers) and rlprof's.

@@ -2,7 +2,8 @@
 //! before resolution into a plan (`None` = not set), and their inheritance.
 
 use rlprof_profiler::plan::{
-    Caps, Content, ExportType, Granularity, Level, NsysOptions, Schedule, Tool, TorchMemoryOptions,
+    Caps, Content, ExportType, Granularity, Layout, Level, NsysOptions, Schedule, Tool,
+    TorchMemoryOptions,
 };
 use std::collections::BTreeMap;
 
@@ -23,6 +24,14 @@ pub(super) struct Global {
     pub(super) hooks: Hooks,
     /// `tool: precision_debugger` was chosen.
     pub(super) precision_debugger: bool,
+    /// `tool` names no tool (verl's no-op profiler: nothing collects).
+    pub(super) unknown_tool: bool,
+    /// `rlprof.layout`.
+    pub(super) layout: Layout,
+    /// `global_tool_config.nsys.worker_nsight_options` is written as null.
+    pub(super) worker_nsight_null: bool,
+    /// Findings verl accepts without a word, said at start-up.
+    pub(super) warnings: Vec<String>,
 }
 
 /// verl's `relocate_results` and `finish_hook_*` keys; `None` = not set.
@@ -65,6 +74,7 @@ pub(super) struct RawRole {
     pub(super) nsys_discrete: Option<bool>,
     pub(super) tm_entries: Option<u64>,
     pub(super) tm_depth: Option<u32>,
+    pub(super) tm_num_steps: Option<u64>,
     pub(super) max_events: Option<Option<u64>>,
     pub(super) max_bytes: Option<Option<u64>>,
     /// `tool_config.<tool>.schedule` / `granularity` per tool (not inherited: a schedule counts
@@ -77,6 +87,8 @@ pub(super) struct RawRole {
     pub(super) token_window: std::collections::BTreeSet<Tool>,
     /// verl's hook keys.
     pub(super) hooks: Hooks,
+    /// Findings verl accepts without a word, said at start-up.
+    pub(super) warnings: Vec<String>,
 }
 
 impl RawRole {
@@ -106,6 +118,7 @@ impl RawRole {
             nsys_discrete: self.nsys_discrete.or(base.nsys_discrete),
             tm_entries: self.tm_entries.or(base.tm_entries),
             tm_depth: self.tm_depth.or(base.tm_depth),
+            tm_num_steps: self.tm_num_steps.or(base.tm_num_steps),
             max_events: self.max_events.or(base.max_events),
             max_bytes: self.max_bytes.or(base.max_bytes),
             schedules: self.schedules.clone(),
@@ -113,6 +126,7 @@ impl RawRole {
             written: self.written.clone(),
             token_window: self.token_window.clone(),
             hooks: self.hooks.over(&base.hooks),
+            warnings: self.warnings.clone(),
         }
     }
 }

@@ -15,8 +15,14 @@ use crate::tree::{Map, Node};
 use crate::typed::{self, Reader};
 use rlprof_profiler::plan::{Granularity, Role, Schedule, Tool, VerlSettings};
 
-fn parse_ranks(cx: &mut Reader, m: &Map, path: &str, world: u32) -> Option<Vec<u32>> {
-    rank_list(cx, m, "ranks", path, world)
+fn parse_ranks(
+    cx: &mut Reader,
+    m: &Map,
+    path: &str,
+    world: u32,
+    warnings: &mut Vec<String>,
+) -> Option<Vec<u32>> {
+    rank_list(cx, m, "ranks", path, world, warnings)
 }
 
 /// Whether a tool_config block has at least one key set by the user (not `_target_` or `name`,
@@ -79,6 +85,7 @@ pub(super) fn parse_role(
 ) -> RawRole {
     cx.check_keys(m, path, ROLE_KEYS);
     let chose_debugger = m.get("tool").and_then(Node::as_str) == Some(PRECISION_DEBUGGER);
+    let mut warnings = Vec::new();
     let mut r = RawRole {
         tool: if chose_debugger {
             None
@@ -87,13 +94,14 @@ pub(super) fn parse_role(
         },
         enable: cx.bool_in(m, "enable", path),
         all_ranks: cx.bool_in(m, "all_ranks", path),
-        ranks: parse_ranks(cx, m, path, world),
+        ranks: parse_ranks(cx, m, path, world, &mut warnings),
         save_path: cx.str_in(m, "save_path", path),
         max_events: cx.cap_in(m, "max_events", path),
         max_bytes: cx.cap_in(m, "max_bytes", path),
-        hooks: parse_hooks(cx, m, path, world),
+        hooks: parse_hooks(cx, m, path, world, &mut warnings),
         ..RawRole::default()
     };
+    r.warnings = warnings;
     if let Some(s) = &r.save_path
         && s.trim().is_empty()
     {
@@ -154,7 +162,7 @@ pub(super) fn parse_role(
         read_schedule(cx, b, &p, Tool::TorchMemory, &mut r);
         r.tm_entries = cx.pos_int_in(b, "trace_alloc_max_entries", &p);
         r.tm_depth = pos_u32(cx, b, "stack_depth", &p);
-        cx.pos_int_in(b, "memory_snapshot_num_steps", &p);
+        r.tm_num_steps = cx.pos_int_in(b, "memory_snapshot_num_steps", &p);
         if block_written(b, &p, written) {
             r.written.push((Tool::TorchMemory, p.clone()));
         }
@@ -208,9 +216,10 @@ fn token_window(cx: &mut Reader, b: &Map, path: &str, tool: Tool, r: &mut RawRol
     r.token_window.insert(tool);
 }
 
-/// verl's `tool_config.torch.schedule`: `active <= 0` = off; counts update mini-batches; in
-/// end-to-end mode (`discrete: false`) only `active` counts (skip_first, wait, warmup and
-/// repeat are ignored, as verl ignores them).
+/// verl's `tool_config.torch.schedule`: `active: 0` = off; every field must be >= 0 (verl
+/// asserts it); counts the update stage's mini-batches only (the other stages are collected in
+/// full). In end-to-end mode (`discrete: false`) `repeat: 0` means one window, as verl's
+/// continuous schedule sets it; `skip_first`, `wait` and `warmup` count as written.
 fn torch_schedule(cx: &mut Reader, b: &Map, path: &str, r: &mut RawRole) {
     let p = format!("{path}.schedule");
     let Some(s) = cx.map(b.get("schedule"), &p) else {
@@ -219,7 +228,7 @@ fn torch_schedule(cx: &mut Reader, b: &Map, path: &str, r: &mut RawRole) {
     };
     cx.check_keys(s, &p, SCHEDULE_KEYS);
     let mut field = |key: &str| match cx.int_in(s, key, &p) {
-        Some(v) if v < 0 && key != "active" => {
+        Some(v) if v < 0 => {
             cx.err(
                 &format!("{p}.{key}"),
                 format!("{v} is negative; give a count >= 0"),
@@ -241,22 +250,16 @@ fn torch_schedule(cx: &mut Reader, b: &Map, path: &str, r: &mut RawRole) {
         return;
     }
     let discrete = r.torch_discrete.unwrap_or(false);
-    let sched = if discrete {
-        Schedule {
-            skip_first: skip_first as u64,
-            wait: wait as u64,
-            warmup: warmup as u64,
-            active: active as u64,
-            repeat: repeat as u64,
-        }
-    } else {
-        Schedule {
-            skip_first: 0,
-            wait: 0,
-            warmup: 0,
-            active: active as u64,
-            repeat: 1,
-        }
+    let sched = Schedule {
+        skip_first: skip_first as u64,
+        wait: wait as u64,
+        warmup: warmup as u64,
+        active: active as u64,
+        repeat: if discrete {
+            repeat as u64
+        } else {
+            (repeat as u64).max(1)
+        },
     };
     r.schedules.insert(Tool::Torch, sched);
     r.granularity

@@ -4,8 +4,8 @@
 use super::raw::{Global, RawRole};
 use crate::typed::Reader;
 use rlprof_profiler::plan::{
-    Caps, Content, Contents, FinishHook, Level, Role, RolePlan, Tool, TorchMemoryOptions,
-    VerlSettings,
+    Caps, Content, Contents, FinishHook, Level, Role, RolePlan, ScheduleScope, Tool,
+    TorchMemoryOptions, VerlSettings,
 };
 use std::path::PathBuf;
 
@@ -61,9 +61,19 @@ pub(super) fn resolve(raw: &RawRole, g: &Global, plan_tool: Option<Tool>, world:
             _ => dflt.into_iter().collect(),
         }
     };
+    // npu: `[]` is CPU only, as verl 0.9.1 collects it (the user document is silent on `[]`);
+    // a list is taken as written (the user document: `npu` selects device data, `cpu` host data).
+    // torch: CPU always, as verl 0.9.1 (its stage markers are CPU-side), CUDA for `[]` too.
     let contents = match tool {
-        Tool::Npu => nonempty(&raw.npu_contents, [Content::Npu, Content::Cpu]),
-        Tool::Torch => nonempty(&raw.torch_contents, [Content::Cuda, Content::Cpu]),
+        Tool::Npu => match &raw.npu_contents {
+            Some(v) if !v.is_empty() => v.iter().copied().collect(),
+            _ => [Content::Cpu].into_iter().collect(),
+        },
+        Tool::Torch => {
+            let mut c = nonempty(&raw.torch_contents, [Content::Cuda, Content::Cpu]);
+            c.insert(Content::Cpu);
+            c
+        }
         Tool::TorchMemory => [Content::Memory].into_iter().collect(),
         Tool::Nsys => [Content::Npu, Content::Cpu].into_iter().collect(),
     };
@@ -83,6 +93,12 @@ pub(super) fn resolve(raw: &RawRole, g: &Global, plan_tool: Option<Tool>, world:
         Tool::Nsys => raw.nsys_discrete.unwrap_or(g.nsys.discrete),
         Tool::TorchMemory => false,
     };
+    let (schedule, schedule_scope) = match raw.schedules.get(&tool) {
+        Some(s) if raw.token_window.contains(&tool) => (Some(*s), ScheduleScope::RolloutDiscrete),
+        Some(s) if tool == Tool::Torch => (Some(*s), ScheduleScope::Update),
+        Some(s) => (Some(*s), ScheduleScope::EveryCall),
+        None => (g.schedule, ScheduleScope::EveryCall),
+    };
     RolePlan {
         enable: raw.enable.unwrap_or(false),
         all_ranks,
@@ -101,12 +117,16 @@ pub(super) fn resolve(raw: &RawRole, g: &Global, plan_tool: Option<Tool>, world:
                 .tm_entries
                 .unwrap_or(g.torch_memory.trace_alloc_max_entries),
             stack_depth: raw.tm_depth.unwrap_or(g.torch_memory.stack_depth),
+            snapshot_num_steps: raw
+                .tm_num_steps
+                .unwrap_or(g.torch_memory.snapshot_num_steps),
         },
         caps: Caps {
             max_events: raw.max_events.unwrap_or(g.caps.max_events),
             max_bytes: raw.max_bytes.unwrap_or(g.caps.max_bytes),
         },
-        schedule: raw.schedules.get(&tool).copied().or(g.schedule),
+        schedule,
         granularity: raw.granularity.get(&tool).copied().unwrap_or_default(),
+        schedule_scope,
     }
 }

@@ -18,7 +18,10 @@ pub(crate) const GLOBAL_KEYS: &[&str] = &[
     "finish_hook_cmd",
     "finish_hook_all_ranks",
     "finish_hook_ranks",
+    "rlprof",
 ];
+/// Valid keys of `global_profiler.rlprof`, rlprof's own node.
+pub(crate) const RLPROF_KEYS: &[&str] = &["layout"];
 /// Valid keys of `global_profiler.global_tool_config`.
 pub(crate) const GLOBAL_TOOL_KEYS: &[&str] = &[
     "_target_",
@@ -185,6 +188,7 @@ pub(crate) fn children(path: &[&str]) -> Option<Children> {
         ["trainer"] => Some(Keys(&["nnodes", "n_gpus_per_node"])),
         ["global_profiler"] => Some(Keys(GLOBAL_KEYS)),
         ["global_profiler", "global_tool_config"] => Some(Keys(GLOBAL_TOOL_KEYS)),
+        ["global_profiler", "rlprof"] => Some(Keys(RLPROF_KEYS)),
         ["global_profiler", "global_tool_config", "nsys"] => Some(Keys(NSYS_GLOBAL_KEYS)),
         ["global_profiler", "global_tool_config", "torch_memory"] => Some(Keys(TORCH_MEMORY_KEYS)),
         ["global_profiler", "global_tool_config", "nsys", _] => Some(Any),

@@ -65,6 +65,14 @@ pub struct CollectionMeta {
     /// The writer's clock rate (ns per tick), used when the file has a single calibration
     /// point; absent in files of older builds.
     pub ns_per_tick: Option<f64>,
+    /// The layout the collection was placed in (absent in files of older builds, which only
+    /// knew the step-grouped layout).
+    pub layout: Option<crate::plan::Layout>,
+    /// The name of the tool's exported file, decided when the collection started
+    /// ([`crate::collection::names::Place::export_name`]): verl's trace name for torch, its
+    /// snapshot name for torch_memory; written into the collection's parent. Absent: the
+    /// export's own names.
+    pub export_name: Option<String>,
 }
 
 impl Default for CollectionMeta {
@@ -89,6 +97,8 @@ impl Default for CollectionMeta {
             start_wall_ns: 0,
             start_mono_ns: 0,
             ns_per_tick: None,
+            layout: None,
+            export_name: None,
         }
     }
 }

@@ -13,12 +13,17 @@ fn union_len(v: Vec<(i64, i64)>) -> u64 {
         .map(|&(a, b)| (b - a) as u64)
         .sum()
 }
-/// `step1` from `step1/e2e`: (run, step label).
+
+/// `step1` from `step1/e2e`: (run, step label). rlprof's collections in verl's layout
+/// (`train/`, `<stage>/`, flat torch) carry their steps: one run, told apart by step.
 fn run_and_step(p: &Profile) -> (String, String) {
     let first = p.group.split('/').next().unwrap_or("");
     let label = rlprof_profiler::collection::names::step_label(&p.steps);
     match first.strip_prefix("step") {
         Some(s) if !s.is_empty() => (String::new(), s.to_string()),
+        _ if p.format == crate::model::SourceFormat::RlprofRaw && !p.steps.is_empty() => {
+            (String::new(), label)
+        }
         _ => (p.group.clone(), label),
     }
 }
@@ -30,7 +35,8 @@ fn overlap(a: &Event, s: i64, e: i64) -> u64 {
 /// The stage a discrete collection holds, by its directory: verl 0.9.1 writes each call's
 /// collection to `save_path/{stage}/...` (`actor_update`, `rollout_generate`, ...).
 fn discrete_stage(p: &Profile) -> Option<RoleClass> {
-    if p.events.iter().any(|e| e.track == Track::Step) {
+    // Our own collections know their steps (the raw file's metadata); foreign ones do not.
+    if !p.steps.is_empty() || p.events.iter().any(|e| e.track == Track::Step) {
         return None;
     }
     let first = p.group.split('/').next()?;

@@ -83,9 +83,15 @@ pub(crate) fn for_each_micro_batch<U: MicroBatchUpdate>(
 ) -> Result<UpdateTotals> {
     let minis = split_even(samples, schedule.mini_batches);
     let mut totals = UpdateTotals::default();
+    // verl's mini-batch index runs on across epochs (one dataloader over all of them).
+    let mut index = 0u64;
     for _epoch in 0..schedule.epochs {
         for mini in &minis {
             let _it = iteration(IterKind::MiniBatch);
+            // verl's ranges: `mini_batch{i}` around the mini-batch, `train_batch` inside it.
+            let _mb = rlprof_profiler::api::label(format_args!("mini_batch{index}"));
+            let _tb = rlprof_profiler::api::label(format_args!("train_batch"));
+            index += 1;
             let Some(denoms) = global_denoms(update.comm(), mini)? else {
                 continue;
             };
