@@ -24,7 +24,18 @@ fn the_report_opens_in_chromium_and_a_clicked_event_shows_its_details() {
     .unwrap();
     let loaded = load(&save, &Limits::default()).unwrap();
     let a = summarise(&loaded);
-    let b = summarise(&load(&save.join("step2"), &Limits::default()).unwrap());
+    // Step 2's collection (verl's layout: every step's collection under `train/`), and the
+    // timeline group of step 1's.
+    let of_step = |n: u64| {
+        loaded
+            .profiles
+            .iter()
+            .find(|p| p.steps == [n])
+            .expect("a collection of the step")
+    };
+    let step2 = of_step(2).source.parent().and_then(Path::parent).unwrap();
+    let group1 = of_step(1).group.clone();
+    let b = summarise(&load(step2, &Limits::default()).unwrap());
     let report = compare(a, &b, "all", "step2");
     let html = render_html(&report, &loaded.profiles, &HtmlOptions::default()).unwrap();
     let out = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -40,7 +51,7 @@ fn the_report_opens_in_chromium_and_a_clicked_event_shows_its_details() {
         .arg(&page)
         .arg(&shot)
         .arg("ProfilerStep#1")
-        .arg("step1/e2e")
+        .arg(&group1)
         .env("NODE_PATH", node_path)
         .output()
         .expect("node must be installed for the browser test");
