@@ -124,19 +124,9 @@ fn read_step_trace_time(db: &Path, p: &mut Profile) {
     if !path.is_file() {
         return;
     }
-    let columns = [
-        "deviceId",
-        "step",
-        "computing",
-        "communication_not_overlapped",
-        "overlapped",
-        "communication",
-        "free",
-        "stage",
-        "bubble",
-        "communication_not_overlapped_and_exclude_receive",
-        "preparing",
-    ];
+    let columns: Vec<&str> = std::iter::once("deviceId")
+        .chain(crate::summary::cann::DB_COLUMNS)
+        .collect();
     let read = || -> Result<Option<crate::model::Table>, ReportError> {
         let limit = sql::db_time_limit(&path);
         let conn = sql::open_untrusted(&path, limit)?;

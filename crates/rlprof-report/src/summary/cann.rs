@@ -63,7 +63,7 @@ const COLUMNS: [&str; 10] = [
 ];
 
 /// `analysis.db`'s `StepTraceTime` column names, in [`COLUMNS`] order.
-const DB_COLUMNS: [&str; 10] = [
+pub(crate) const DB_COLUMNS: [&str; 10] = [
     "computing",
     "communication_not_overlapped",
     "overlapped",

@@ -56,11 +56,7 @@ pub(super) fn memory(
     let mut at_peak: Vec<PeakOp> = by_op
         .into_iter()
         .map(|(op, (bytes, count))| PeakOp {
-            op: if op == NONE {
-                "-".into()
-            } else {
-                display_name(p.str(op)).into_owned()
-            },
+            op: op_label(p, op),
             bytes,
             count,
         })
@@ -101,6 +97,15 @@ fn summary(
         final_bytes: *values.last().unwrap_or(&0),
         at_peak,
         curve: curve(mem, values),
+    }
+}
+
+/// An op's name as the at-peak table shows it (`-` when unattributed).
+fn op_label(p: &Profile, op: u32) -> String {
+    if op == NONE {
+        "-".into()
+    } else {
+        display_name(p.str(op)).into_owned()
     }
 }
 
@@ -161,11 +166,7 @@ fn at_peak_of_allocations(p: &Profile, mem: &[MemEvent], peak_i: usize, peak: i6
         let bytes = bytes.min(left);
         left -= bytes;
         out.push(PeakOp {
-            op: if op == NONE {
-                "-".into()
-            } else {
-                display_name(p.str(op)).into_owned()
-            },
+            op: op_label(p, op),
             bytes,
             count,
         });
