@@ -139,13 +139,6 @@ enum Opt {
 }
 
 impl Opt {
-    fn names(&self) -> Vec<String> {
-        match self {
-            Opt::One(n) => vec![n.clone()],
-            Opt::Many(l) => l.clone(),
-        }
-    }
-
     fn show(&self) -> String {
         match self {
             Opt::One(n) => n.clone(),
@@ -547,13 +540,6 @@ fn header_package(h: &str) -> String {
         h.to_string()
     } else {
         format!("_global_.{h}")
-    }
-}
-
-fn override_key(group: &str, package: Option<&str>) -> String {
-    match package {
-        Some(p) => format!("{group}@{p}"),
-        None => group.to_string(),
     }
 }
 

@@ -30,6 +30,7 @@ mod merge;
 mod override_grammar;
 mod profile_plan;
 mod resolve;
+mod strftime;
 pub mod tree;
 pub mod typed;
 pub mod yaml;

@@ -434,7 +434,12 @@ impl Parser {
         loop {
             let key = match self.primitive(true)? {
                 V::Str(s) => s,
-                V::Null => "null".into(),
+                V::Null => {
+                    return Err(format!(
+                        "at column {}: a dict key cannot be null (OmegaConf refuses None keys); quote it",
+                        self.col()
+                    ));
+                }
                 V::Bool(b) => b.to_string(),
                 other => other.py_str(),
             };
@@ -461,10 +466,15 @@ impl Parser {
     /// primitive (or dictKey, which takes no quoted value, interpolation or colon).
     fn primitive(&mut self, dict_key: bool) -> Result<V, String> {
         let start = self.i;
+        // QUOTED_VALUE is a primitive on its own, never part of a longer one.
+        if !dict_key && self.peek() == Some(T::Quoted) {
+            self.i += 1;
+            return Ok(V::Quoted(unquote(&self.toks[start].text)));
+        }
         while let Some(t) = self.peek() {
             let ok = match t {
                 T::Id | T::Null | T::Int | T::Float | T::Bool | T::Unquoted | T::Esc | T::Ws => true,
-                T::Quoted | T::Interp | T::Colon => !dict_key,
+                T::Interp | T::Colon => !dict_key,
                 _ => false,
             };
             if !ok {

@@ -1,6 +1,7 @@
 //! OmegaConf's interpolation, on the whole composed tree (what `to_container(resolve=True)`
 //! does): `${a.b}`, relative `${.x}` / `${..x}`, string interpolation `"${a}/b"`, the resolvers
-//! `oc.select`, `oc.env` and `oc.decode`, `\${` escapes. A value that refers to `???` or to a key
+//! `oc.select`, `oc.env`, `oc.decode`, `oc.create`, `oc.dict.keys`, `oc.dict.values`,
+//! `oc.deprecated` and Hydra's `now`, `\${` escapes. A value that refers to `???` or to a key
 //! that does not exist, a cycle (shown as its chain of paths) and an unknown resolver are errors,
 //! all reported together, each with the path of the value that holds the interpolation. `???`
 //! itself stays in the tree: it is an error only where a reader needs the value.
@@ -413,8 +414,67 @@ impl<'a> Resolver<'a> {
                 [other] => Err(format!("oc.decode takes a string, got {}", other.kind())),
                 _ => Err("oc.decode takes one argument".into()),
             },
+            "oc.create" => match args.as_slice() {
+                [Node::Str(text)] => match super::yaml::parse(text) {
+                    Ok(v @ (Node::Map(_) | Node::List(_))) => {
+                        let extent = v.extent();
+                        self.fits(&extent, path)?;
+                        self.charge(extent.nodes, extent.bytes, path)?;
+                        Ok(v)
+                    }
+                    Ok(other) => Err(format!(
+                        "oc.create: the text reads as {}, not a mapping or a list",
+                        other.kind()
+                    )),
+                    Err(e) => Err(format!("oc.create: {}", e.render("its argument"))),
+                },
+                [v @ (Node::Map(_) | Node::List(_))] => Ok(v.clone()),
+                [other] => Err(format!(
+                    "oc.create takes a mapping, a list or their YAML text, got {}",
+                    other.kind()
+                )),
+                _ => Err("oc.create takes one argument".into()),
+            },
+            "oc.dict.keys" | "oc.dict.values" => {
+                let [Node::Str(key)] = args.as_slice() else {
+                    return Err(format!("`{name}` requires a string (a key) as input"));
+                };
+                let target = segments(key);
+                let Some(Node::Map(m)) = self.root.get_path(&target) else {
+                    return match self.root.get_path(&target) {
+                        None => Err(format!("{name}: key not found: '{key}'")),
+                        Some(n) => Err(format!(
+                            "`{name}` cannot be applied to objects of type {}",
+                            n.kind()
+                        )),
+                    };
+                };
+                let keys: Vec<String> = m.keys().cloned().collect();
+                if name == "oc.dict.keys" {
+                    return Ok(Node::List(keys.into_iter().map(Node::Str).collect()));
+                }
+                let mut out = Vec::new();
+                for k in keys {
+                    let mut t = target.clone();
+                    t.push(k.clone());
+                    out.push(self.reference(&t, &format!("{key}.{k}"))?);
+                }
+                Ok(Node::List(out))
+            }
+            "oc.deprecated" => {
+                let key = match args.as_slice() {
+                    [k] | [k, _] => k.python_str(),
+                    _ => return Err("oc.deprecated takes a key and an optional message".into()),
+                };
+                let target = segments(&key);
+                self.reference(&target, &key)
+            }
+            "now" => match args.as_slice() {
+                [fmt] => Ok(Node::Str(super::strftime::now(&fmt.python_str()))),
+                _ => Err("now takes one argument, a strftime pattern".into()),
+            },
             other => Err(format!(
-                "unsupported interpolation resolver '{other}' (supported: oc.select, oc.env, oc.decode)"
+                "unsupported interpolation type '{other}' (supported: oc.select, oc.env, oc.decode, oc.create, oc.dict.keys, oc.dict.values, oc.deprecated, now)"
             )),
         }
     }

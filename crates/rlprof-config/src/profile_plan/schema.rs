@@ -204,18 +204,6 @@ pub(crate) fn children(path: &[&str]) -> Option<Children> {
     }
 }
 
-/// Whether `path` (a full key path) names a key of the profiler schema.
-pub(crate) fn knows(path: &[&str]) -> bool {
-    let Some((last, parent)) = path.split_last() else {
-        return false;
-    };
-    match children(parent) {
-        Some(Children::Any) => true,
-        Some(Children::Keys(k)) => k.contains(last),
-        None => false,
-    }
-}
-
 /// The schema keys under `parent` (empty when not governed), for suggestions.
 pub(crate) fn keys_under(parent: &[&str]) -> &'static [&'static str] {
     match children(parent) {
