@@ -133,6 +133,10 @@ pub(crate) fn config_check(
     for w in &train.warnings {
         eprintln!("warning: {w}");
     }
+    // verl accepts these, so `config check` does; `train` refuses to start on them.
+    for e in start_errors(&plan, &train) {
+        eprintln!("note: `rlprof train` cannot run this setting and refuses to start: {e}");
+    }
     if json {
         outln!(
             "{}",

@@ -224,3 +224,71 @@ fn corpus_composes_as_hydra_does() {
         failures.join("\n")
     );
 }
+
+/// `rlprof config SUB --config-path verl/trainer/config --config-name ppo_trainer ARGS...`:
+/// (exit code, stderr).
+fn rlprof_on_ppo_trainer(root: &Path, pkg: &Path, sub: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rlprof"))
+        .args(sub.split(' '))
+        .args(["--config-path", "verl/trainer/config", "--config-name", "ppo_trainer"])
+        .args(args)
+        .current_dir(root)
+        .env("RLPROF_PKG_PATH", pkg)
+        .output()
+        .expect("run rlprof");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// verl 0.9.1 accepts these values, so `config check` does; where this trainer cannot run one,
+/// `train` refuses at start and names the key (before any training or profiling starts).
+#[test]
+#[ignore = "needs hydra-core, omegaconf and verl's config tree"]
+fn config_check_accepts_what_verl_accepts_and_train_names_what_it_cannot_run() {
+    let root = env_path("RLPROF_VERL_ROOT");
+    let pkg = env_path("RLPROF_VERL_PKG");
+    let cases: &[(&[&str], Option<&str>)] = &[
+        (
+            &[
+                "actor_rollout_ref.actor.use_kl_loss=True",
+                "actor_rollout_ref.actor.kl_loss_type=mse",
+            ],
+            Some("kl_loss_type"),
+        ),
+        (
+            &[
+                "actor_rollout_ref.actor.use_kl_loss=True",
+                "actor_rollout_ref.actor.kl_loss_type=k3+",
+            ],
+            Some("kl_loss_type"),
+        ),
+        (
+            &["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm"],
+            Some("loss_agg_mode"),
+        ),
+        (&["data.train_batch_size=1001"], Some("data.train_batch_size")),
+        (
+            &[
+                "+reward_model.overlong_buffer.enable=False",
+                "+reward_model.overlong_buffer.len=0",
+            ],
+            None,
+        ),
+        (
+            &["+global_profiler.global_tool_config.nsys.all_ranks=False"],
+            None,
+        ),
+    ];
+    for (args, refused_key) in cases {
+        let (code, err) = rlprof_on_ppo_trainer(&root, &pkg, "config check", args);
+        assert_eq!(code, 0, "config check refused {args:?}:\n{err}");
+        if let Some(key) = refused_key {
+            assert!(err.contains("refuses to start") && err.contains(key), "{args:?}: {err}");
+            let (code, err) = rlprof_on_ppo_trainer(&root, &pkg, "train --quiet", args);
+            assert_ne!(code, 0, "train accepted {args:?}");
+            assert!(err.contains(key), "train's refusal of {args:?} does not name {key}: {err}");
+        }
+    }
+}

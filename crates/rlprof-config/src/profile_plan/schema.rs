@@ -48,9 +48,14 @@ pub(crate) const PRECISION_DEBUGGER_KEYS: &[&str] = &[
     "strict",
 ];
 /// Valid keys of `global_profiler.global_tool_config.nsys`.
+/// `all_ranks` and `ranks` are written by verl-recipe's gkd config and accepted by verl 0.9.1;
+/// the ranks collected are the roles' (`<role>.profiler.all_ranks` / `ranks`), so they are
+/// accepted and ignored.
 pub(crate) const NSYS_GLOBAL_KEYS: &[&str] = &[
     "_target_",
     "discrete",
+    "all_ranks",
+    "ranks",
     "controller_nsight_options",
     "worker_nsight_options",
 ];
