@@ -1,7 +1,8 @@
 """Reference for the Hydra corpus test: compose many cases with Hydra in one process.
 
 Usage: hydra_compose_batch.py < cases.jsonl > results.jsonl
-Each input line is {"dir": CONFIG_DIR, "name": CONFIG_NAME, "overrides": [...]}; each output line
+Each input line is {"dir": CONFIG_DIR, "name": CONFIG_NAME, "overrides": [...]} (CONFIG_DIR may be
+`pkg://a.b.c`, a config module importable from PYTHONPATH); each output line
 is {"ok": TREE} (compose(...) then OmegaConf.to_container(resolve=True), non-finite floats as
 the strings "inf", "-inf", "nan", as hydra_compose.py writes them) or {"error": "Type: text"}.
 """
@@ -9,7 +10,7 @@ import json
 import os
 import sys
 
-from hydra import compose, initialize_config_dir
+from hydra import compose, initialize_config_dir, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
@@ -19,7 +20,12 @@ from hydra_compose import finite  # noqa: E402
 
 def one(case):
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=os.path.abspath(case["dir"]), version_base=None):
+    d = case["dir"]
+    if d.startswith("pkg://"):
+        init = initialize_config_module(config_module=d[len("pkg://"):], version_base=None)
+    else:
+        init = initialize_config_dir(config_dir=os.path.abspath(d), version_base=None)
+    with init:
         cfg = compose(config_name=case["name"], overrides=case["overrides"])
     return finite(OmegaConf.to_container(cfg, resolve=True))
 

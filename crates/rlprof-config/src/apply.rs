@@ -110,7 +110,7 @@ pub(super) fn apply(doc: &mut Node, ov: &Override) -> Result<(), String> {
                 return Err(missing(map, &segments, ov.kind, text));
             };
             if let Some(v) = &value
-                && v != existing
+                && !py_eq(v, existing)
             {
                 return Err(format!(
                     "could not delete from config: the value of '{key}' is {}, not {}",
@@ -122,6 +122,29 @@ pub(super) fn apply(doc: &mut Node, ov: &Override) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Python's `==` of two values (`1 == 1.0 == True`).
+fn py_eq(a: &Node, b: &Node) -> bool {
+    let num = |n: &Node| match n {
+        Node::Bool(x) => Some(f64::from(u8::from(*x))),
+        Node::Int(i) => Some(*i as f64),
+        Node::Float(f) => Some(*f),
+        _ => None,
+    };
+    match (a, b) {
+        (Node::List(x), Node::List(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| py_eq(p, q))
+        }
+        (Node::Map(x), Node::Map(y)) => {
+            x.len() == y.len()
+                && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| py_eq(v, w)))
+        }
+        _ => match (num(a), num(b)) {
+            (Some(x), Some(y)) => x == y,
+            _ => a == b,
+        },
+    }
 }
 
 fn already(key: &str, text: &str) -> String {

@@ -296,6 +296,8 @@ struct Composer {
     repo: Repo,
     /// Override key -> chosen name (Hydra's `known_choices`).
     choices: HashMap<String, String>,
+    /// Override keys of the group entries loaded (each may appear once).
+    loaded_keys: std::collections::HashSet<String>,
     /// Group path -> the override keys seen for it (for "Did you mean ...?").
     keys_per_group: HashMap<String, Vec<String>>,
     overrides: HashMap<String, Choice>,
@@ -454,6 +456,7 @@ impl Composer {
                     let names = match &option {
                         Opt::One(n) => {
                             let n = self.interpolate_choice(n, origin)?;
+
                             match self.choices.get(&key) {
                                 Some(prev) if *prev != n => {
                                     return Err(format!(
@@ -471,6 +474,7 @@ impl Composer {
                             .map(|n| self.interpolate_choice(n, origin))
                             .collect::<Result<_, _>>()?,
                     };
+                    let single = matches!(option, Opt::One(_));
                     for option in names {
                         let rel_path = format!("{abs}/{option}");
                         let Some(child) = self.repo.load(&rel_path)? else {
@@ -482,6 +486,14 @@ impl Composer {
                                 self.repo.options(&abs).join(", ")
                             ));
                         };
+                        // Hydra's final defaults list holds a config without a defaults list
+                        // under its override key, once (a config with one is its `_self_`).
+                        if single && child.defaults.is_none() && !self.loaded_keys.insert(key.clone())
+                        {
+                            return Err(format!(
+                                "{origin}: {key} appears more than once in the final defaults list"
+                            ));
+                        }
                         let default_pkg = group.trim_start_matches('/').replace('/', ".");
                         let rel = pkg
                             .clone()
@@ -614,6 +626,7 @@ pub(super) fn compose(
         },
         choices: HashMap::new(),
         keys_per_group: HashMap::new(),
+        loaded_keys: std::collections::HashSet::new(),
         overrides: HashMap::new(),
         deletions: HashMap::new(),
         parts: Vec::new(),

@@ -349,6 +349,18 @@ impl<'a> Resolver<'a> {
         if t.contains("${") {
             return self.string(t, path);
         }
+        // OmegaConf's grammar: an unquoted argument holds letters, digits, whitespace and
+        // `_-/\\+.$%*@?|:` (and containers); anything else (`~`, `<`, non-ASCII, ...) must be
+        // quoted.
+        if let Some(c) = t.chars().find(|c| {
+            !(c.is_ascii_alphanumeric()
+                || c.is_ascii_whitespace()
+                || "_-/\\+.$%*@?|:[]{},='\"".contains(*c))
+        }) {
+            return Err(format!(
+                "'{c}' cannot appear in an unquoted resolver argument ('{t}'); quote the argument"
+            ));
+        }
         self.decode(t, "", path)
     }
 
