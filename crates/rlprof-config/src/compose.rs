@@ -444,8 +444,18 @@ impl Composer {
                         }
                         None => option,
                     };
+                    // `~group=name` deletes the entry only when it chooses that name (after
+                    // interpolation: `${model_engine}_critic` is `dp_critic`).
+                    let shown = match &option {
+                        Some(Opt::One(n)) => Some(
+                            self.interpolate_choice(n, origin)
+                                .unwrap_or_else(|_| n.clone()),
+                        ),
+                        Some(o) => Some(o.show()),
+                        None => None,
+                    };
                     if let Some((opt, used, _)) = self.deletions.get_mut(&key)
-                        && (opt.is_none() || option.as_ref().is_some_and(|o| opt.as_ref() == Some(&o.show())))
+                        && (opt.is_none() || *opt == shown)
                     {
                         *used = true;
                         continue;
@@ -778,7 +788,8 @@ pub(super) fn compose(
 /// Whether an override names a config group of the search path (`model_engine=megatron`).
 pub(super) fn is_group_override(ov: &Override, primary: &Loaded, dir: Option<&Path>) -> bool {
     let Some(d) = dir else { return false };
-    if ov.key.contains('.') && !ov.key.contains('/') {
+    // A dict value is a config override even on a group's name (`data={train_batch_size:3}`).
+    if (ov.key.contains('.') && !ov.key.contains('/')) || matches!(ov.value, Some(Node::Map(_))) {
         return false;
     }
     let mut roots = vec![d.to_path_buf()];
@@ -806,4 +817,104 @@ pub(super) fn leaf_paths(node: &Node, prefix: &mut Vec<String>, out: &mut Vec<St
         }
         _ => out.push(prefix.join(".")),
     }
+}
+
+/// The keys of Hydra 1.3's own `hydra` node (`HydraConf`) two levels deep; `None` below a key
+/// means any key (logging, launcher and sweeper configs, callbacks, dictionaries).
+const HYDRA_KEYS: &[(&str, Option<&[&str]>)] = &[
+    ("mode", Some(&[])),
+    ("searchpath", Some(&[])),
+    ("run", Some(&["dir"])),
+    ("sweep", Some(&["dir", "subdir"])),
+    ("hydra_logging", None),
+    ("job_logging", None),
+    ("sweeper", Some(&["_target_", "max_batch_size", "params"])),
+    ("launcher", Some(&["_target_"])),
+    ("callbacks", Some(&[])),
+    ("help", Some(&["app_name", "header", "footer", "template"])),
+    ("hydra_help", Some(&["hydra_help", "template"])),
+    ("output_subdir", Some(&[])),
+    ("overrides", Some(&["hydra", "task"])),
+    (
+        "job",
+        Some(&[
+            "name",
+            "chdir",
+            "override_dirname",
+            "id",
+            "num",
+            "config_name",
+            "env_set",
+            "env_copy",
+            "config",
+        ]),
+    ),
+    (
+        "runtime",
+        Some(&[
+            "version",
+            "version_base",
+            "cwd",
+            "config_sources",
+            "output_dir",
+            "choices",
+        ]),
+    ),
+    ("verbose", Some(&[])),
+];
+
+/// Why a value override of `hydra.*` without `+` names a key Hydra's own config does not have
+/// (Hydra's config is in struct mode too), or `None`.
+/// Hydra 1.3's own config groups and their options (`hydra/job_logging=disabled`).
+const HYDRA_GROUPS: &[(&str, &[&str])] = &[
+    ("env", &["default"]),
+    ("help", &["default"]),
+    ("hydra_help", &["default"]),
+    ("hydra_logging", &["default", "disabled", "hydra_debug", "none"]),
+    ("job_logging", &["default", "disabled", "none", "stdout"]),
+    ("output", &["default"]),
+    ("launcher", &["basic"]),
+    ("sweeper", &["basic"]),
+];
+
+pub(super) fn unknown_hydra_key(ov: &Override) -> Option<String> {
+    if let Some(group) = ov.key.strip_prefix("hydra/") {
+        if ov.kind != Kind::Change {
+            return None;
+        }
+        let option = ov.value.as_ref().map(Node::python_str).unwrap_or_default();
+        return match HYDRA_GROUPS.iter().find(|(g, _)| *g == group) {
+            None => Some(format!(
+                "could not override '{}': no such group in Hydra's defaults list",
+                ov.key
+            )),
+            Some((_, options)) if !options.contains(&option.as_str()) => Some(format!(
+                "could not find '{}/{option}'; available options in '{}': {}",
+                ov.key,
+                ov.key,
+                options.join(", ")
+            )),
+            Some(_) => None,
+        };
+    }
+    if !matches!(ov.kind, Kind::Change) {
+        return None;
+    }
+    let segs: Vec<&str> = ov.key.split('.').collect();
+    let first = segs.get(1)?;
+    let known = match HYDRA_KEYS.iter().find(|(k, _)| k == first) {
+        None => false,
+        Some((_, None)) => true,
+        Some((_, Some(sub))) => match segs.get(2) {
+            None => true,
+            // `env_set` and `env_copy` start empty: their items need `+`.
+            Some(s) => sub.contains(s) && !(matches!(*s, "env_set" | "env_copy") && segs.len() > 3),
+        },
+    };
+    (!known).then(|| {
+        format!(
+            "could not override '{}': Hydra's config has no such key; to append to it write '+{}'",
+            ov.key, ov.text
+        )
+    })
 }

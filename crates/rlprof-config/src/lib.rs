@@ -142,7 +142,11 @@ pub fn compose_config(
                 _ => Some(Vec::new()),
             };
         } else if o.key == "hydra" || o.key.starts_with("hydra.") || o.key.starts_with("hydra/") {
-            // Hydra's own runtime settings (run dir, logging): nothing to compose.
+            // Hydra's own runtime settings (run dir, logging): nothing to compose, but a key
+            // Hydra's config does not have is refused, as in struct mode.
+            if let Some(e) = compose::unknown_hydra_key(&o) {
+                errors.push(format!("override '{}': {e}", shorten(&o.text)));
+            }
         } else if compose::is_group_override(&o, &primary, dir.as_deref()) {
             groups.push(o);
         } else {
