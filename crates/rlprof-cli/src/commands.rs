@@ -51,10 +51,7 @@ fn is_file_argument(a: &str) -> bool {
     if a.contains('=') || a.starts_with(['~', '+']) {
         return false;
     }
-    a.contains('/')
-        || a.ends_with(".yaml")
-        || a.ends_with(".yml")
-        || Path::new(a).is_file()
+    a.contains('/') || a.ends_with(".yaml") || a.ends_with(".yml") || Path::new(a).is_file()
 }
 
 /// Every config problem of a document, profiler and training together.

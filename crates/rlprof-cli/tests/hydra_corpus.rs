@@ -111,7 +111,8 @@ fn hydra_all(root: &Path, pkg: &Path, python: &Path, cases: &[Case]) -> Vec<Resu
         .expect("run python");
     let mut input = String::new();
     for c in cases {
-        input.push_str(&json!({"dir": c.dir, "name": c.name, "overrides": c.overrides}).to_string());
+        input
+            .push_str(&json!({"dir": c.dir, "name": c.name, "overrides": c.overrides}).to_string());
         input.push('\n');
     }
     let mut stdin = child.stdin.take().expect("stdin");
@@ -135,7 +136,15 @@ fn hydra_all(root: &Path, pkg: &Path, python: &Path, cases: &[Case]) -> Vec<Resu
 
 fn rlprof(root: &Path, pkg: &Path, c: &Case) -> Result<Value, String> {
     let out = Command::new(env!("CARGO_BIN_EXE_rlprof"))
-        .args(["config", "show", "--json", "--config-path", &c.dir, "--config-name", &c.name])
+        .args([
+            "config",
+            "show",
+            "--json",
+            "--config-path",
+            &c.dir,
+            "--config-name",
+            &c.name,
+        ])
         .args(&c.overrides)
         .current_dir(root)
         .env("RLPROF_PKG_PATH", pkg)
@@ -207,8 +216,12 @@ fn corpus_composes_as_hydra_does() {
                 }
             }
             (Err(_), Err(_)) => refused += 1,
-            (Ok(_), Err(e)) => failures.push(format!("{what}: rlprof refused, Hydra composed:\n{e}")),
-            (Err(e), Ok(_)) => failures.push(format!("{what}: Hydra refused, rlprof composed:\n{e}")),
+            (Ok(_), Err(e)) => {
+                failures.push(format!("{what}: rlprof refused, Hydra composed:\n{e}"))
+            }
+            (Err(e), Ok(_)) => {
+                failures.push(format!("{what}: Hydra refused, rlprof composed:\n{e}"))
+            }
         }
     }
     println!(
@@ -230,7 +243,12 @@ fn corpus_composes_as_hydra_does() {
 fn rlprof_on_ppo_trainer(root: &Path, pkg: &Path, sub: &str, args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_rlprof"))
         .args(sub.split(' '))
-        .args(["--config-path", "verl/trainer/config", "--config-name", "ppo_trainer"])
+        .args([
+            "--config-path",
+            "verl/trainer/config",
+            "--config-name",
+            "ppo_trainer",
+        ])
         .args(args)
         .current_dir(root)
         .env("RLPROF_PKG_PATH", pkg)
@@ -268,7 +286,10 @@ fn config_check_accepts_what_verl_accepts_and_train_names_what_it_cannot_run() {
             &["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm"],
             Some("loss_agg_mode"),
         ),
-        (&["data.train_batch_size=1001"], Some("data.train_batch_size")),
+        (
+            &["data.train_batch_size=1001"],
+            Some("data.train_batch_size"),
+        ),
         (
             &[
                 "+reward_model.overlong_buffer.enable=False",
@@ -285,10 +306,16 @@ fn config_check_accepts_what_verl_accepts_and_train_names_what_it_cannot_run() {
         let (code, err) = rlprof_on_ppo_trainer(&root, &pkg, "config check", args);
         assert_eq!(code, 0, "config check refused {args:?}:\n{err}");
         if let Some(key) = refused_key {
-            assert!(err.contains("refuses to start") && err.contains(key), "{args:?}: {err}");
+            assert!(
+                err.contains("refuses to start") && err.contains(key),
+                "{args:?}: {err}"
+            );
             let (code, err) = rlprof_on_ppo_trainer(&root, &pkg, "train --quiet", args);
             assert_ne!(code, 0, "train accepted {args:?}");
-            assert!(err.contains(key), "train's refusal of {args:?} does not name {key}: {err}");
+            assert!(
+                err.contains(key),
+                "train's refusal of {args:?} does not name {key}: {err}"
+            );
         }
     }
 }

@@ -137,8 +137,7 @@ fn py_eq(a: &Node, b: &Node) -> bool {
             x.len() == y.len() && x.iter().zip(y).all(|(p, q)| py_eq(p, q))
         }
         (Node::Map(x), Node::Map(y)) => {
-            x.len() == y.len()
-                && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| py_eq(v, w)))
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| py_eq(v, w)))
         }
         _ => match (num(a), num(b)) {
             (Some(x), Some(y)) => x == y,
@@ -157,7 +156,13 @@ fn already(key: &str, text: &str) -> String {
 /// `OmegaConf.update(..., merge=True)` of `value` into `existing`: a mapping merges into a
 /// mapping (in struct mode, `strict`, only into keys it has), a list replaces a list, a scalar
 /// replaces anything; a mapping into a list or a list into a mapping cannot merge.
-fn put(existing: &mut Node, value: Node, key: &str, text: &str, strict: bool) -> Result<(), String> {
+fn put(
+    existing: &mut Node,
+    value: Node,
+    key: &str,
+    text: &str,
+    strict: bool,
+) -> Result<(), String> {
     match (&*existing, &value) {
         (Node::Map(_), Node::List(_)) | (Node::List(_), Node::Map(_)) => Err(format!(
             "error merging override: '{key}' is {} and the value is {}; they cannot merge",

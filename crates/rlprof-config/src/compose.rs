@@ -180,9 +180,7 @@ fn parse_entries(defaults: &Node, origin: &str) -> Result<Vec<Entry>, String> {
                         ));
                     }
                     Node::Str(s) => Some(Opt::One(s.clone())),
-                    Node::Int(_) | Node::Float(_) | Node::Bool(_) => {
-                        Some(Opt::One(v.python_str()))
-                    }
+                    Node::Int(_) | Node::Float(_) | Node::Bool(_) => Some(Opt::One(v.python_str())),
                     Node::List(l) => Some(Opt::Many(l.iter().map(Node::python_str).collect())),
                     other => {
                         return Err(format!(
@@ -381,7 +379,12 @@ impl Composer {
                 ..
             } = e
             {
-                let key = entry_key(&join_group(group_dir, group), group, pkg.as_deref(), package);
+                let key = entry_key(
+                    &join_group(group_dir, group),
+                    group,
+                    pkg.as_deref(),
+                    package,
+                );
                 self.overrides.entry(key).or_insert(Choice {
                     option: option.clone(),
                     from_cli: false,
@@ -498,7 +501,9 @@ impl Composer {
                         };
                         // Hydra's final defaults list holds a config without a defaults list
                         // under its override key, once (a config with one is its `_self_`).
-                        if single && child.defaults.is_none() && !self.loaded_keys.insert(key.clone())
+                        if single
+                            && child.defaults.is_none()
+                            && !self.loaded_keys.insert(key.clone())
                         {
                             return Err(format!(
                                 "{origin}: {key} appears more than once in the final defaults list"
@@ -703,8 +708,7 @@ pub(super) fn compose(
         Some(h) => header_package(h),
         None => primary_group.replace('/', "."),
     };
-    let root_pkg =
-        checked_package(final_package("", &rel, "", ""), origin).map_err(|e| vec![e])?;
+    let root_pkg = checked_package(final_package("", &rel, "", ""), origin).map_err(|e| vec![e])?;
     if let Some(w) = written {
         let base: Vec<String> = root_pkg
             .split('.')
@@ -718,7 +722,9 @@ pub(super) fn compose(
     }
     for ov in appended {
         let option = match &ov.value {
-            Some(Node::List(l)) => Node::List(l.iter().map(|n| Node::Str(n.python_str())).collect()),
+            Some(Node::List(l)) => {
+                Node::List(l.iter().map(|n| Node::Str(n.python_str())).collect())
+            }
             other => Node::Str(other.as_ref().map(Node::python_str).unwrap_or_default()),
         };
         let entry = Loaded {
@@ -740,7 +746,8 @@ pub(super) fn compose(
             ));
         }
     }
-    let mut unused: Vec<(&String, &Choice)> = c.overrides.iter().filter(|(_, ch)| !ch.used).collect();
+    let mut unused: Vec<(&String, &Choice)> =
+        c.overrides.iter().filter(|(_, ch)| !ch.used).collect();
     unused.sort_by_key(|(k, _)| k.as_str());
     for (key, ch) in unused {
         let group = key.split('@').next().unwrap_or(key);
@@ -870,7 +877,10 @@ const HYDRA_GROUPS: &[(&str, &[&str])] = &[
     ("env", &["default"]),
     ("help", &["default"]),
     ("hydra_help", &["default"]),
-    ("hydra_logging", &["default", "disabled", "hydra_debug", "none"]),
+    (
+        "hydra_logging",
+        &["default", "disabled", "hydra_debug", "none"],
+    ),
     ("job_logging", &["default", "disabled", "none", "stdout"]),
     ("output", &["default"]),
     ("launcher", &["basic"]),

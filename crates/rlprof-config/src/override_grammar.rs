@@ -100,12 +100,7 @@ fn point_float(s: &[char], i: usize) -> usize {
 fn float_len(s: &[char], i: usize) -> usize {
     let sign = usize::from(matches!(s.get(i), Some('+' | '-')));
     let j = i + sign;
-    let word = |w: &str| {
-        let n = w.len();
-        (s.len() >= j + n && s[j..j + n].iter().collect::<String>().eq_ignore_ascii_case(w))
-            .then_some(n)
-            .unwrap_or(0)
-    };
+    let word = |w: &str| word_len(s, j, w);
     let mut best = word("inf").max(word("nan"));
     let p = point_float(s, j);
     best = best.max(p);
@@ -130,7 +125,12 @@ fn int_len(s: &[char], i: usize) -> usize {
 
 fn word_len(s: &[char], i: usize, w: &str) -> usize {
     let n = w.chars().count();
-    if s.len() >= i + n && s[i..i + n].iter().collect::<String>().eq_ignore_ascii_case(w) {
+    if s.len() >= i + n
+        && s[i..i + n]
+            .iter()
+            .collect::<String>()
+            .eq_ignore_ascii_case(w)
+    {
         n
     } else {
         0
@@ -225,10 +225,7 @@ fn lex(s: &[char], base: usize) -> Result<Vec<Tok>, String> {
             (T::Equal, punct_len(s, i, '=', true, true)),
             (T::Float, float_len(s, i)),
             (T::Int, int_len(s, i)),
-            (
-                T::Bool,
-                word_len(s, i, "true").max(word_len(s, i, "false")),
-            ),
+            (T::Bool, word_len(s, i, "true").max(word_len(s, i, "false"))),
             (T::Null, word_len(s, i, "null")),
             (
                 T::Unquoted,
@@ -473,7 +470,9 @@ impl Parser {
         }
         while let Some(t) = self.peek() {
             let ok = match t {
-                T::Id | T::Null | T::Int | T::Float | T::Bool | T::Unquoted | T::Esc | T::Ws => true,
+                T::Id | T::Null | T::Int | T::Float | T::Bool | T::Unquoted | T::Esc | T::Ws => {
+                    true
+                }
                 T::Interp | T::Colon => !dict_key,
                 _ => false,
             };
@@ -610,13 +609,19 @@ const FUNCTIONS: &[&str] = &[
 
 /// Hydra's grammar functions.
 fn call(name: &str, args: Vec<V>, kwargs: Vec<(String, V)>) -> Result<V, String> {
-    let multirun = |what: &str| Ok(V::Sweep(format!("{what}() is a sweep; it needs --multirun")));
+    let multirun = |what: &str| {
+        Ok(V::Sweep(format!(
+            "{what}() is a sweep; it needs --multirun"
+        )))
+    };
     match name {
         "int" | "float" | "str" | "bool" => {
             let value = match (args.len(), kwargs.as_slice()) {
                 (0, [(k, v)]) if k == "value" => v.clone(),
                 (_, [(k, _), ..]) if k != "value" => {
-                    return Err(format!("TypeError: got an unexpected keyword argument '{k}'"));
+                    return Err(format!(
+                        "TypeError: got an unexpected keyword argument '{k}'"
+                    ));
                 }
                 (0, []) => return Err("TypeError: No positional args or value specified".into()),
                 (_, [_, ..]) => {
@@ -646,7 +651,9 @@ fn call(name: &str, args: Vec<V>, kwargs: Vec<(String, V)>) -> Result<V, String>
                         ));
                     }
                     (k, _) => {
-                        return Err(format!("TypeError: got an unexpected keyword argument '{k}'"));
+                        return Err(format!(
+                            "TypeError: got an unexpected keyword argument '{k}'"
+                        ));
                     }
                 }
             }
@@ -684,7 +691,9 @@ fn call(name: &str, args: Vec<V>, kwargs: Vec<(String, V)>) -> Result<V, String>
 fn cast(name: &str, v: V) -> Result<V, String> {
     match v {
         V::List(l) => Ok(V::List(
-            l.into_iter().map(|x| cast(name, x)).collect::<Result<_, _>>()?,
+            l.into_iter()
+                .map(|x| cast(name, x))
+                .collect::<Result<_, _>>()?,
         )),
         V::Dict(d) => Ok(V::Dict(
             d.into_iter()
@@ -723,14 +732,19 @@ fn to_int(v: &V) -> Result<i64, String> {
         V::Bool(b) => Ok(i64::from(*b)),
         V::Int(i) => Ok(*i),
         V::Float(f) if f.is_finite() => Ok(f.trunc() as i64),
-        V::Float(f) => Err(format!("cannot convert float {} to integer", python_float(*f))),
+        V::Float(f) => Err(format!(
+            "cannot convert float {} to integer",
+            python_float(*f)
+        )),
         V::Str(s) | V::Quoted(s) => {
             let t = s.trim();
             let ok = !t.is_empty()
                 && !t.starts_with('_')
                 && !t.ends_with('_')
                 && !t.contains("__")
-                && t.trim_start_matches(['+', '-']).chars().all(|c| c.is_ascii_digit() || c == '_');
+                && t.trim_start_matches(['+', '-'])
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == '_');
             ok.then(|| t.replace('_', "").parse::<i64>().ok())
                 .flatten()
                 .ok_or_else(|| format!("ValueError: invalid literal for int() with base 10: '{s}'"))
@@ -777,7 +791,7 @@ fn sort_list(l: &mut [V]) -> Result<(), String> {
         });
         Ok(())
     } else if all_str {
-        l.sort_by(|a, b| a.py_str().cmp(&b.py_str()));
+        l.sort_by_key(V::py_str);
         Ok(())
     } else {
         Err("TypeError: '<' not supported between the list's element types".into())
@@ -859,7 +873,9 @@ pub(super) fn parse(text: &str) -> Result<Override, String> {
         ));
     }
     if key.is_empty() || !valid_key_path(key) {
-        return Err(format!("'{key_text}' is not a valid key (expected a.b.c or group/sub)"));
+        return Err(format!(
+            "'{key_text}' is not a valid key (expected a.b.c or group/sub)"
+        ));
     }
     if let Some(p) = package
         && !p.is_empty()

@@ -100,7 +100,9 @@ pub(crate) fn kl_type(r: &mut Reader, path: &str) -> String {
 pub(crate) fn unrunnable(doc: &Node, use_kl_loss: bool) -> Vec<String> {
     let get = |path: &str| {
         let segs: Vec<String> = path.split('.').map(str::to_string).collect();
-        doc.get_path(&segs).and_then(Node::as_str).map(str::to_string)
+        doc.get_path(&segs)
+            .and_then(Node::as_str)
+            .map(str::to_string)
     };
     let mut out = Vec::new();
     let kl = "actor_rollout_ref.actor.kl_loss_type";
@@ -112,7 +114,10 @@ pub(crate) fn unrunnable(doc: &Node, use_kl_loss: bool) -> Vec<String> {
             "{kl}: '{k}' is a verl KL estimator this trainer does not implement; use {kl}=low_var_kl (or actor_rollout_ref.actor.use_kl_loss=False)"
         ));
     }
-    for p in ["actor_rollout_ref.actor.loss_agg_mode", "critic.loss_agg_mode"] {
+    for p in [
+        "actor_rollout_ref.actor.loss_agg_mode",
+        "critic.loss_agg_mode",
+    ] {
         if let Some(m) = get(p)
             && VERL_LOSS_AGG.contains(&m.as_str())
             && !LossAgg::NAMES.contains(&m.as_str())
