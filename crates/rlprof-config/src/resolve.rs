@@ -312,6 +312,11 @@ impl<'a> Resolver<'a> {
     /// One `${...}` body.
     fn expr(&mut self, e: &str, path: &[String]) -> Result<Node, String> {
         let e = e.trim();
+        if e.is_empty() {
+            return Err(
+                "empty interpolation '${}' (OmegaConf's grammar needs a key or a resolver call: ${a.b}, ${oc.env:VAR}); write '\\${}' for the literal text".into(),
+            );
+        }
         if let Some((name, args)) = resolver_call(e) {
             let args = split_args(args)?
                 .into_iter()

@@ -312,3 +312,14 @@ fn a_group_member_as_the_config_name_composes_under_its_group() {
     assert_eq!(t["kind"], Node::Str("dp".into()));
     assert_eq!(t["optim"]["lr"], Node::Float(0.1));
 }
+
+#[test]
+fn an_empty_interpolation_is_a_clear_error() {
+    let e = load_document_str("a: ${}\nb: 1\n", "a.yaml", &[]).unwrap_err();
+    let msg = e.problems().join("\n");
+    assert!(
+        msg.contains("empty interpolation") && !msg.contains("cycle"),
+        "{msg}"
+    );
+    refused(&["+trainer.x=${}"]);
+}
