@@ -65,6 +65,25 @@ fn read_file(path: &Path) -> Result<Loaded, String> {
     load_text(&text, &path.display().to_string())
 }
 
+/// `a/../b` -> `b` (a leading `..` stays): Hydra's group paths are written unnormalized
+/// (`actor/../optim`); the file they name is read and cached once.
+fn lexical(rel: &str) -> String {
+    if !rel.contains("..") {
+        return rel.to_string();
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in rel.split('/') {
+        match seg {
+            ".." if parts.last().is_some_and(|p| *p != "..") => {
+                parts.pop();
+            }
+            "." | "" => {}
+            s => parts.push(s),
+        }
+    }
+    parts.join("/")
+}
+
 /// The config search path.
 struct Repo {
     roots: Vec<PathBuf>,
@@ -73,6 +92,7 @@ struct Repo {
 
 impl Repo {
     fn file(&self, rel: &str) -> Option<PathBuf> {
+        let rel = lexical(rel);
         self.roots
             .iter()
             .map(|r| r.join(format!("{rel}.yaml")))

@@ -149,6 +149,12 @@ pub fn compose_config(
             }
         } else if compose::is_group_override(&o, &primary, dir.as_deref()) {
             groups.push(o);
+        } else if o.package.is_some() && !matches!(o.value, Some(Node::Map(_))) {
+            errors.push(format!(
+                "override '{}': it looks like a config group override (group@package), but config group '{}' does not exist",
+                shorten(&o.text),
+                o.key
+            ));
         } else {
             values.push(o);
         }

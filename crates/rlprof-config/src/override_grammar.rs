@@ -300,6 +300,16 @@ impl V {
         }
     }
 
+    /// Whether a sweep is nested in this list or dict.
+    fn holds_sweep(&self) -> bool {
+        match self {
+            V::Sweep(_) => true,
+            V::List(l) => l.iter().any(V::holds_sweep),
+            V::Dict(d) => d.iter().any(|(_, v)| v.holds_sweep()),
+            _ => false,
+        }
+    }
+
     fn type_name(&self) -> &'static str {
         match self {
             V::Null => "NoneType",
@@ -910,6 +920,11 @@ pub(super) fn parse(text: &str) -> Result<Override, String> {
                 };
                 match p.value(&v[v.len() - chars[skip..].iter().collect::<String>().len()..])? {
                     V::Sweep(why) => return Err(why),
+                    other if other.holds_sweep() => {
+                        return Err(
+                            "a sweep (range(), choice(), ...) inside a list or dict cannot be merged; sweeps need --multirun at the top of the value".into(),
+                        );
+                    }
                     other => Some(other.into_node()),
                 }
             }
