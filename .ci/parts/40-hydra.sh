@@ -1,6 +1,8 @@
 # Hydra consumer: `rlprof config show --json` must equal Hydra's compose(...) +
 # OmegaConf.to_container(resolve=True) on verl 0.9.1's own configs
-# (crates/rlprof-cli/tests/hydra_consumer.rs, ignored tests run by name).
+# (crates/rlprof-cli/tests/hydra_consumer.rs, ignored tests run by name), and on the corpus of
+# crates/rlprof-cli/tests/hydra_corpus.rs (verl's launch-script override lists, Hydra's grammar
+# cases, every verl YAML as the config name): 100% equal or refused by both, summary line printed.
 # verl is downloaded without its dependencies and only its YAML tree is used; a stub package
 # (empty __init__.py files) makes `pkg://verl.trainer.config` importable without torch.
 HYDRA_VENV=/opt/rlprof-hydra-venv
@@ -28,3 +30,4 @@ PY
 fi
 export RLPROF_VERL_ROOT="$VERL_DIR/root" RLPROF_VERL_PKG="$VERL_DIR/pkg" RLPROF_HYDRA_PYTHON="$HYDRA_VENV/bin/python"
 cargo test --release -p rlprof-cli --test hydra_consumer -- --ignored
+cargo test --release -p rlprof-cli --test hydra_corpus -- --ignored --nocapture

@@ -31,18 +31,30 @@ fn compose(sel: &Selection, overrides: &[String]) -> Result<config::Composed> {
     Ok(config::compose_config(sel, Some(builtin), overrides)?)
 }
 
-/// `config [FILE] [OVERRIDES...]`: the first argument is a file unless it contains `=`.
+/// `config [FILE] [OVERRIDES...]` / `train [FILE] [OVERRIDES...]`: the first argument is the
+/// config file only when no `--config-path`/`--config-name` selects one and it reads as a file:
+/// it names an existing file, contains `/` or ends in `.yaml`/`.yml`, and is not an override
+/// (`=`, or a leading `~` or `+`). Anything else is the first override, as Hydra reads it, so
+/// `~trainer.logger` deletes the key and a bare `key` fails as Hydra's grammar does.
 pub(crate) fn split_file(
     config: Option<String>,
     mut overrides: Vec<String>,
+    selected: bool,
 ) -> (Option<PathBuf>, Vec<String>) {
     match config {
-        Some(c) if c.contains('=') => {
+        Some(c) if selected || !is_file_argument(&c) => {
             overrides.insert(0, c);
             (None, overrides)
         }
         other => (other.map(PathBuf::from), overrides),
     }
+}
+
+fn is_file_argument(a: &str) -> bool {
+    if a.contains('=') || a.starts_with(['~', '+']) {
+        return false;
+    }
+    a.contains('/') || a.ends_with(".yaml") || a.ends_with(".yml") || Path::new(a).is_file()
 }
 
 /// Every config problem of a document, profiler and training together.
@@ -120,6 +132,10 @@ pub(crate) fn config_check(
     };
     for w in &train.warnings {
         eprintln!("warning: {w}");
+    }
+    // verl accepts these, so `config check` does; `train` refuses to start on them.
+    for e in start_errors(&plan, &train) {
+        eprintln!("note: `rlprof train` cannot run this setting and refuses to start: {e}");
     }
     if json {
         outln!(

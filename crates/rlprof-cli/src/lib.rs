@@ -174,9 +174,12 @@ where
             quiet,
             select,
         } => {
-            // `rlprof train recipes/dapo.yaml k=v`: a leading argument without `=` is the file.
-            if config.is_none() && overrides.first().is_some_and(|a| !a.contains('=')) {
-                config = Some(overrides.remove(0).into());
+            // `rlprof train recipes/dapo.yaml k=v`: a leading argument that reads as a file is
+            // the file; `~key`, `+key` or a bare `key` are overrides, as Hydra reads them.
+            if config.is_none() && !overrides.is_empty() {
+                let first = overrides.remove(0);
+                let selected = select.config_path.is_some() || select.config_name.is_some();
+                (config, overrides) = commands::split_file(Some(first), overrides, selected);
             }
             commands::train(&select.with_file(config), &overrides, quiet)
         }
@@ -189,7 +192,8 @@ where
                     select,
                 },
         } => {
-            let (file, overrides) = commands::split_file(config, overrides);
+            let selected = select.config_path.is_some() || select.config_name.is_some();
+            let (file, overrides) = commands::split_file(config, overrides, selected);
             commands::config_check(&select.with_file(file), overrides, json)
         }
         Command::Config {
@@ -201,7 +205,8 @@ where
                     select,
                 },
         } => {
-            let (file, overrides) = commands::split_file(config, overrides);
+            let selected = select.config_path.is_some() || select.config_name.is_some();
+            let (file, overrides) = commands::split_file(config, overrides, selected);
             commands::config_show(&select.with_file(file), &overrides, json)
         }
         Command::Analyse {

@@ -29,7 +29,7 @@ fn overrides(root: &Path, extra: &[&str]) -> Vec<String> {
         "global_profiler.steps=[2]".into(),
         "actor_rollout_ref.actor.profiler.tool_config.npu.level=level1".into(),
         // These tests read the text layout's step_trace_time.csv and communication.json.
-        "actor_rollout_ref.actor.profiler.tool_config.npu.export_type=text".into(),
+        "+actor_rollout_ref.actor.profiler.tool_config.npu.export_type=text".into(),
         "trainer.total_training_steps=3".into(),
         "trainer.sft_warmup_steps=2".into(),
         "trainer.n_gpus_per_node=2".into(),

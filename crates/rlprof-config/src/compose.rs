@@ -65,6 +65,25 @@ fn read_file(path: &Path) -> Result<Loaded, String> {
     load_text(&text, &path.display().to_string())
 }
 
+/// `a/../b` -> `b` (a leading `..` stays): Hydra's group paths are written unnormalized
+/// (`actor/../optim`); the file they name is read and cached once.
+fn lexical(rel: &str) -> String {
+    if !rel.contains("..") {
+        return rel.to_string();
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in rel.split('/') {
+        match seg {
+            ".." if parts.last().is_some_and(|p| *p != "..") => {
+                parts.pop();
+            }
+            "." | "" => {}
+            s => parts.push(s),
+        }
+    }
+    parts.join("/")
+}
+
 /// The config search path.
 struct Repo {
     roots: Vec<PathBuf>,
@@ -73,6 +92,7 @@ struct Repo {
 
 impl Repo {
     fn file(&self, rel: &str) -> Option<PathBuf> {
+        let rel = lexical(rel);
         self.roots
             .iter()
             .map(|r| r.join(format!("{rel}.yaml")))
@@ -125,10 +145,26 @@ enum Entry {
     Group {
         group: String,
         package: Option<String>,
-        option: Option<String>,
+        option: Option<Opt>,
         optional: bool,
         is_override: bool,
     },
+}
+
+/// The option(s) of a group entry: `group: name` or `group: [a, b]` (merged in order).
+#[derive(Debug, Clone, PartialEq)]
+enum Opt {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Opt {
+    fn show(&self) -> String {
+        match self {
+            Opt::One(n) => n.clone(),
+            Opt::Many(l) => format!("[{}]", l.join(",")),
+        }
+    }
 }
 
 fn parse_entries(defaults: &Node, origin: &str) -> Result<Vec<Entry>, String> {
@@ -163,11 +199,12 @@ fn parse_entries(defaults: &Node, origin: &str) -> Result<Vec<Entry>, String> {
                             "{at}: you must choose an option for '{group}' (it is '???'); add {group}=OPTION to the overrides"
                         ));
                     }
-                    Node::Str(s) => Some(s.clone()),
-                    Node::Int(_) | Node::Float(_) | Node::Bool(_) => Some(v.python_str()),
+                    Node::Str(s) => Some(Opt::One(s.clone())),
+                    Node::Int(_) | Node::Float(_) | Node::Bool(_) => Some(Opt::One(v.python_str())),
+                    Node::List(l) => Some(Opt::Many(l.iter().map(Node::python_str).collect())),
                     other => {
                         return Err(format!(
-                            "{at}: the option of '{group}' is {}; lists of options are not supported",
+                            "{at}: the option of '{group}' is {}; write a name or a list of names",
                             other.kind()
                         ));
                     }
@@ -215,23 +252,35 @@ fn split_package(s: &str) -> (String, Option<String>) {
     }
 }
 
-/// `base/rel` with `..` and a leading `/` (absolute) handled.
+/// Hydra's group path of `rel` written in a config of group `base`: `/abs` is absolute,
+/// anything else is appended to `base` as written (`actor/../optim`, looked up on the file
+/// system as Hydra does).
 fn join_group(base: &str, rel: &str) -> String {
-    let mut parts: Vec<&str> = if rel.starts_with('/') {
-        Vec::new()
+    if let Some(abs) = rel.strip_prefix('/') {
+        abs.to_string()
+    } else if base.is_empty() {
+        rel.to_string()
     } else {
-        base.split('/').filter(|s| !s.is_empty()).collect()
-    };
-    for seg in rel.split('/').filter(|s| !s.is_empty()) {
-        match seg {
-            ".." => {
-                parts.pop();
-            }
-            "." => {}
-            s => parts.push(s),
-        }
+        format!("{base}/{rel}")
     }
-    parts.join("/")
+}
+
+/// Hydra's override key of a group entry (`get_override_key`): the group path, with
+/// `@final_package` when the package is not the group path's default (`critic@critic` in the
+/// primary config is `critic`; `actor@actor_rollout_ref.actor` keeps its package).
+fn entry_key(group_path: &str, written: &str, package: Option<&str>, parent: &str) -> String {
+    let default_pkg = group_path.replace('/', ".");
+    let rel = package
+        .map(str::to_string)
+        .unwrap_or_else(|| written.trim_start_matches('/').replace('/', "."));
+    let fin = final_package(parent, &rel, "", "");
+    if fin == default_pkg {
+        group_path.to_string()
+    } else if fin.is_empty() {
+        format!("{group_path}@_global_")
+    } else {
+        format!("{group_path}@{fin}")
+    }
 }
 
 /// Hydra's final package: `package` relative to `parent`, `_global_` resets to the root.
@@ -254,7 +303,7 @@ fn final_package(parent: &str, package: &str, group: &str, name: &str) -> String
 
 /// A command-line or defaults-list choice of a config group.
 struct Choice {
-    option: Option<String>,
+    option: Option<Opt>,
     from_cli: bool,
     used: bool,
     text: String,
@@ -263,7 +312,12 @@ struct Choice {
 /// Expands and merges a primary config.
 struct Composer {
     repo: Repo,
+    /// Override key -> chosen name (Hydra's `known_choices`).
     choices: HashMap<String, String>,
+    /// Override keys of the group entries loaded (each may appear once).
+    loaded_keys: std::collections::HashSet<String>,
+    /// Group path -> the override keys seen for it (for "Did you mean ...?").
+    keys_per_group: HashMap<String, Vec<String>>,
     overrides: HashMap<String, Choice>,
     deletions: HashMap<String, (Option<String>, bool, String)>,
     parts: Vec<(String, Node)>,
@@ -345,7 +399,12 @@ impl Composer {
                 ..
             } = e
             {
-                let key = override_key(&join_group(group_dir, group), pkg.as_deref());
+                let key = entry_key(
+                    &join_group(group_dir, group),
+                    group,
+                    pkg.as_deref(),
+                    package,
+                );
                 self.overrides.entry(key).or_insert(Choice {
                     option: option.clone(),
                     from_cli: false,
@@ -377,7 +436,9 @@ impl Composer {
                     let written_dir = path.trim_start_matches('/').rsplit_once('/');
                     let default_pkg =
                         written_dir.map_or(String::new(), |(d, _)| d.replace('/', "."));
-                    let rel = pkg.or_else(|| child.header.clone()).unwrap_or(default_pkg);
+                    let rel = pkg
+                        .or_else(|| child.header.as_deref().map(header_package))
+                        .unwrap_or(default_pkg);
                     let (dir, name) = abs.rsplit_once('/').unwrap_or(("", abs.as_str()));
                     let fin = checked_package(final_package(package, &rel, dir, name), origin)?;
                     let dir = dir.to_string();
@@ -394,12 +455,10 @@ impl Composer {
                         continue;
                     }
                     let abs = join_group(group_dir, &group);
-                    let key = override_key(&abs, pkg.as_deref());
-                    if let Some((opt, used, _)) = self.deletions.get_mut(&key)
-                        && (opt.is_none() || *opt == option)
-                    {
-                        *used = true;
-                        continue;
+                    let key = entry_key(&abs, &group, pkg.as_deref(), package);
+                    let seen = self.keys_per_group.entry(abs.clone()).or_default();
+                    if !seen.contains(&key) {
+                        seen.push(key.clone());
                     }
                     let option = match self.overrides.get_mut(&key) {
                         Some(c) => {
@@ -408,25 +467,77 @@ impl Composer {
                         }
                         None => option,
                     };
+                    // `~group=name` deletes the entry only when it chooses that name (after
+                    // interpolation: `${model_engine}_critic` is `dp_critic`).
+                    let shown = match &option {
+                        Some(Opt::One(n)) => Some(
+                            self.interpolate_choice(n, origin)
+                                .unwrap_or_else(|_| n.clone()),
+                        ),
+                        Some(o) => Some(o.show()),
+                        None => None,
+                    };
+                    if let Some((opt, used, _)) = self.deletions.get_mut(&key)
+                        && (opt.is_none() || *opt == shown)
+                    {
+                        *used = true;
+                        continue;
+                    }
                     let Some(option) = option else {
                         continue;
                     };
-                    let option = self.interpolate_choice(&option, origin)?;
-                    self.choices.insert(key.clone(), option.clone());
-                    let rel_path = format!("{abs}/{option}");
-                    let Some(child) = self.repo.load(&rel_path)? else {
-                        if optional {
-                            continue;
+                    let names = match &option {
+                        Opt::One(n) => {
+                            let n = self.interpolate_choice(n, origin)?;
+
+                            match self.choices.get(&key) {
+                                Some(prev) if *prev != n => {
+                                    return Err(format!(
+                                        "{origin}: multiple values for {key} ({prev} and {n}); to override a value use 'override {key}: {n}' (on the command line: {key}={n}, not +{key}={n})"
+                                    ));
+                                }
+                                _ => {
+                                    self.choices.insert(key.clone(), n.clone());
+                                }
+                            }
+                            vec![n]
                         }
-                        return Err(format!(
-                            "{origin}: cannot find '{option}' in config group '{abs}'; available options: {}",
-                            self.repo.options(&abs).join(", ")
-                        ));
+                        Opt::Many(l) => l
+                            .iter()
+                            .map(|n| self.interpolate_choice(n, origin))
+                            .collect::<Result<_, _>>()?,
                     };
-                    let default_pkg = group.trim_start_matches('/').replace('/', ".");
-                    let rel = pkg.or_else(|| child.header.clone()).unwrap_or(default_pkg);
-                    let fin = checked_package(final_package(package, &rel, &abs, &option), origin)?;
-                    self.expand(child, &format!("{rel_path}.yaml"), &abs, &fin, depth + 1)?;
+                    let single = matches!(option, Opt::One(_));
+                    for option in names {
+                        let rel_path = format!("{abs}/{option}");
+                        let Some(child) = self.repo.load(&rel_path)? else {
+                            if optional {
+                                continue;
+                            }
+                            return Err(format!(
+                                "{origin}: could not find '{rel_path}'; available options in '{abs}': {}",
+                                self.repo.options(&abs).join(", ")
+                            ));
+                        };
+                        // Hydra's final defaults list holds a config without a defaults list
+                        // under its override key, once (a config with one is its `_self_`).
+                        if single
+                            && child.defaults.is_none()
+                            && !self.loaded_keys.insert(key.clone())
+                        {
+                            return Err(format!(
+                                "{origin}: {key} appears more than once in the final defaults list"
+                            ));
+                        }
+                        let default_pkg = group.trim_start_matches('/').replace('/', ".");
+                        let rel = pkg
+                            .clone()
+                            .or_else(|| child.header.as_deref().map(header_package))
+                            .unwrap_or(default_pkg);
+                        let fin =
+                            checked_package(final_package(package, &rel, &abs, &option), origin)?;
+                        self.expand(child, &format!("{rel_path}.yaml"), &abs, &fin, depth + 1)?;
+                    }
                 }
             }
         }
@@ -468,15 +579,19 @@ impl Composer {
     }
 }
 
-fn override_key(group: &str, package: Option<&str>) -> String {
-    match package {
-        Some(p) => format!("{group}@{p}"),
-        None => group.to_string(),
+/// A `# @package` header as Hydra reads it: absolute (`_global_.` prefixed).
+fn header_package(h: &str) -> String {
+    if h.is_empty() {
+        "_global_".to_string()
+    } else if h == "_global_" || h.starts_with("_global_.") {
+        h.to_string()
+    } else {
+        format!("_global_.{h}")
     }
 }
 
 /// Where a search path entry points.
-fn search_root(entry: &str) -> Result<PathBuf, String> {
+pub(super) fn search_root(entry: &str) -> Result<PathBuf, String> {
     if let Some(p) = entry.strip_prefix("file://") {
         return Ok(PathBuf::from(p));
     }
@@ -515,6 +630,7 @@ pub(super) fn compose(
     primary: Loaded,
     origin: &str,
     dir: Option<&Path>,
+    primary_group: &str,
     group_overrides: &[Override],
     searchpath_override: Option<Vec<String>>,
     written: Option<&mut Vec<String>>,
@@ -544,6 +660,8 @@ pub(super) fn compose(
             cache: HashMap::new(),
         },
         choices: HashMap::new(),
+        keys_per_group: HashMap::new(),
+        loaded_keys: std::collections::HashSet::new(),
         overrides: HashMap::new(),
         deletions: HashMap::new(),
         parts: Vec::new(),
@@ -554,15 +672,41 @@ pub(super) fn compose(
     for ov in group_overrides {
         let key = ov.group_key();
         let option = match &ov.value {
-            None | Some(Node::Null) => None,
-            Some(v) => Some(v.python_str()),
+            None => None,
+            Some(Node::List(l)) if ov.kind != Kind::Delete => {
+                Some(Opt::Many(l.iter().map(Node::python_str).collect()))
+            }
+            Some(Node::Null) if ov.kind == Kind::Delete => None,
+            Some(Node::Null) => {
+                errors.push(format!(
+                    "override '{}': a config group override must be an option name or a list of names, not null (to remove the group write '~{key}')",
+                    ov.text
+                ));
+                continue;
+            }
+            Some(v @ (Node::Map(_) | Node::List(_))) => {
+                errors.push(format!(
+                    "override '{}': a config group deletion value must be a name, not {}",
+                    ov.text,
+                    v.kind()
+                ));
+                continue;
+            }
+            Some(v) => Some(Opt::One(v.python_str())),
         };
         match ov.kind {
             Kind::Delete => {
-                c.deletions.insert(key, (option, false, ov.text.clone()));
+                let name = option.map(|o| o.show());
+                c.deletions.insert(key, (name, false, ov.text.clone()));
             }
+            Kind::ForceAdd => errors.push(format!(
+                "override '{}': force-add (++) of config groups is not supported, as in Hydra; write '{}' to change the choice or '+{}' to add the group",
+                ov.text,
+                &ov.text[2..],
+                &ov.text[2..]
+            )),
             Kind::Add => appended.push(ov.clone()),
-            Kind::Change | Kind::ForceAdd => {
+            Kind::Change => {
                 c.overrides.insert(
                     key,
                     Choice {
@@ -575,9 +719,16 @@ pub(super) fn compose(
             }
         }
     }
-    let header = primary.header.clone().unwrap_or_default();
-    let root_pkg =
-        checked_package(final_package("", &header, "", ""), origin).map_err(|e| vec![e])?;
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // The primary config's package: its header (absolute), else its group path
+    // (`actor/dp_actor` composes under `actor`).
+    let rel = match &primary.header {
+        Some(h) => header_package(h),
+        None => primary_group.replace('/', "."),
+    };
+    let root_pkg = checked_package(final_package("", &rel, "", ""), origin).map_err(|e| vec![e])?;
     if let Some(w) = written {
         let base: Vec<String> = root_pkg
             .split('.')
@@ -586,15 +737,20 @@ pub(super) fn compose(
             .collect();
         leaf_paths(&primary.content, &mut base.clone(), w);
     }
-    if let Err(e) = c.expand(primary, origin, "", &root_pkg, 0) {
+    if let Err(e) = c.expand(primary, origin, primary_group, &root_pkg, 0) {
         return Err(vec![e]);
     }
     for ov in appended {
-        let option = ov.value.as_ref().map(Node::python_str).unwrap_or_default();
+        let option = match &ov.value {
+            Some(Node::List(l)) => {
+                Node::List(l.iter().map(|n| Node::Str(n.python_str())).collect())
+            }
+            other => Node::Str(other.as_ref().map(Node::python_str).unwrap_or_default()),
+        };
         let entry = Loaded {
             content: Node::map(),
             defaults: Some(Node::List(vec![Node::Map(
-                [(ov.group_key(), Node::Str(option))].into_iter().collect(),
+                [(ov.group_key(), option)].into_iter().collect(),
             )])),
             header: None,
             nodes: 1,
@@ -610,13 +766,26 @@ pub(super) fn compose(
             ));
         }
     }
-    for (key, ch) in &c.overrides {
-        if ch.from_cli && !ch.used {
+    let mut unused: Vec<(&String, &Choice)> =
+        c.overrides.iter().filter(|(_, ch)| !ch.used).collect();
+    unused.sort_by_key(|(k, _)| k.as_str());
+    for (key, ch) in unused {
+        let group = key.split('@').next().unwrap_or(key);
+        let hint = match c.keys_per_group.get(group).map(Vec::as_slice) {
+            Some([one]) => format!("did you mean to override {one}?"),
+            Some(many) if !many.is_empty() => {
+                let mut m = many.to_vec();
+                m.sort();
+                format!("did you mean to override one of {}?", m.join(", "))
+            }
+            _ => "no match in the defaults list;".to_string(),
+        };
+        if ch.from_cli {
             errors.push(format!(
-                "override '{}': no '{key}' in the defaults list to override; to add it write '+{}'",
+                "override '{}': could not override '{key}': {hint} to append to the defaults list write '+{}'",
                 ch.text, ch.text
             ));
-        } else if !ch.used {
+        } else {
             errors.push(format!(
                 "{}: no '{key}' in the defaults list to override",
                 ch.text
@@ -646,7 +815,8 @@ pub(super) fn compose(
 /// Whether an override names a config group of the search path (`model_engine=megatron`).
 pub(super) fn is_group_override(ov: &Override, primary: &Loaded, dir: Option<&Path>) -> bool {
     let Some(d) = dir else { return false };
-    if ov.key.contains('.') && !ov.key.contains('/') {
+    // A dict value is a config override even on a group's name (`data={train_batch_size:3}`).
+    if (ov.key.contains('.') && !ov.key.contains('/')) || matches!(ov.value, Some(Node::Map(_))) {
         return false;
     }
     let mut roots = vec![d.to_path_buf()];
@@ -674,4 +844,107 @@ pub(super) fn leaf_paths(node: &Node, prefix: &mut Vec<String>, out: &mut Vec<St
         }
         _ => out.push(prefix.join(".")),
     }
+}
+
+/// The keys of Hydra 1.3's own `hydra` node (`HydraConf`) two levels deep; `None` below a key
+/// means any key (logging, launcher and sweeper configs, callbacks, dictionaries).
+const HYDRA_KEYS: &[(&str, Option<&[&str]>)] = &[
+    ("mode", Some(&[])),
+    ("searchpath", Some(&[])),
+    ("run", Some(&["dir"])),
+    ("sweep", Some(&["dir", "subdir"])),
+    ("hydra_logging", None),
+    ("job_logging", None),
+    ("sweeper", Some(&["_target_", "max_batch_size", "params"])),
+    ("launcher", Some(&["_target_"])),
+    ("callbacks", Some(&[])),
+    ("help", Some(&["app_name", "header", "footer", "template"])),
+    ("hydra_help", Some(&["hydra_help", "template"])),
+    ("output_subdir", Some(&[])),
+    ("overrides", Some(&["hydra", "task"])),
+    (
+        "job",
+        Some(&[
+            "name",
+            "chdir",
+            "override_dirname",
+            "id",
+            "num",
+            "config_name",
+            "env_set",
+            "env_copy",
+            "config",
+        ]),
+    ),
+    (
+        "runtime",
+        Some(&[
+            "version",
+            "version_base",
+            "cwd",
+            "config_sources",
+            "output_dir",
+            "choices",
+        ]),
+    ),
+    ("verbose", Some(&[])),
+];
+
+/// Why a value override of `hydra.*` without `+` names a key Hydra's own config does not have
+/// (Hydra's config is in struct mode too), or `None`.
+/// Hydra 1.3's own config groups and their options (`hydra/job_logging=disabled`).
+const HYDRA_GROUPS: &[(&str, &[&str])] = &[
+    ("env", &["default"]),
+    ("help", &["default"]),
+    ("hydra_help", &["default"]),
+    (
+        "hydra_logging",
+        &["default", "disabled", "hydra_debug", "none"],
+    ),
+    ("job_logging", &["default", "disabled", "none", "stdout"]),
+    ("output", &["default"]),
+    ("launcher", &["basic"]),
+    ("sweeper", &["basic"]),
+];
+
+pub(super) fn unknown_hydra_key(ov: &Override) -> Option<String> {
+    if let Some(group) = ov.key.strip_prefix("hydra/") {
+        if ov.kind != Kind::Change {
+            return None;
+        }
+        let option = ov.value.as_ref().map(Node::python_str).unwrap_or_default();
+        return match HYDRA_GROUPS.iter().find(|(g, _)| *g == group) {
+            None => Some(format!(
+                "could not override '{}': no such group in Hydra's defaults list",
+                ov.key
+            )),
+            Some((_, options)) if !options.contains(&option.as_str()) => Some(format!(
+                "could not find '{}/{option}'; available options in '{}': {}",
+                ov.key,
+                ov.key,
+                options.join(", ")
+            )),
+            Some(_) => None,
+        };
+    }
+    if !matches!(ov.kind, Kind::Change) {
+        return None;
+    }
+    let segs: Vec<&str> = ov.key.split('.').collect();
+    let first = segs.get(1)?;
+    let known = match HYDRA_KEYS.iter().find(|(k, _)| k == first) {
+        None => false,
+        Some((_, None)) => true,
+        Some((_, Some(sub))) => match segs.get(2) {
+            None => true,
+            // `env_set` and `env_copy` start empty: their items need `+`.
+            Some(s) => sub.contains(s) && !(matches!(*s, "env_set" | "env_copy") && segs.len() > 3),
+        },
+    };
+    (!known).then(|| {
+        format!(
+            "could not override '{}': Hydra's config has no such key; to append to it write '+{}'",
+            ov.key, ov.text
+        )
+    })
 }

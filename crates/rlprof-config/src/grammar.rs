@@ -55,76 +55,9 @@ impl Override {
     }
 }
 
-/// Parses one override.
+/// Parses one override with Hydra's grammar ([`super::override_grammar`]).
 pub(super) fn parse(text: &str) -> Result<Override, String> {
-    let (kind, rest, offset) = if let Some(r) = text.strip_prefix("++") {
-        (Kind::ForceAdd, r, 2)
-    } else if let Some(r) = text.strip_prefix('+') {
-        (Kind::Add, r, 1)
-    } else if let Some(r) = text.strip_prefix('~') {
-        (Kind::Delete, r, 1)
-    } else {
-        (Kind::Change, text, 0)
-    };
-    let (key_text, value_text) = match rest.split_once('=') {
-        Some((k, v)) => (k, Some(v)),
-        None if kind == Kind::Delete => (rest, None),
-        None => {
-            let k = rest.trim();
-            return Err(format!(
-                "missing '='; write key=value, e.g. '{k}=value' (or '+{k}=value' to add a new key)"
-            ));
-        }
-    };
-    let (key, package) = parse_key(key_text.trim(), offset)?;
-    let value = match value_text {
-        None => None,
-        Some(v) => {
-            let start = offset + key_text.len() + 1;
-            Some(parse_value_at(v, start)?)
-        }
-    };
-    Ok(Override {
-        kind,
-        key,
-        package,
-        value,
-        text: text.to_string(),
-    })
-}
-
-fn key_char(c: char) -> bool {
-    c.is_alphanumeric() || matches!(c, '_' | '-' | '$' | '.' | '/')
-}
-
-fn parse_key(k: &str, offset: usize) -> Result<(String, Option<String>), String> {
-    let (key, package) = match k.split_once('@') {
-        Some((g, p)) => (g, Some(p)),
-        None => (k, None),
-    };
-    if let Some(i) = k.find(|c: char| !key_char(c) && c != '@') {
-        return Err(format!(
-            "at column {}: '{}' cannot appear in a key (keys are a.b.c or group@package)",
-            offset + i + 1,
-            &k[i..].chars().next().unwrap_or(' ')
-        ));
-    }
-    let bad = |s: &str| s.is_empty() || s.split(['.', '/']).any(str::is_empty);
-    if bad(key) {
-        return Err(format!("'{k}' is not a valid key path (expected a.b.c)"));
-    }
-    if package.is_some_and(|p| !p.is_empty() && p.split('.').any(str::is_empty)) {
-        return Err(format!("'{k}' has an invalid package after '@'"));
-    }
-    for part in std::iter::once(key).chain(package) {
-        let n = part.split(['.', '/']).count();
-        if n > MAX_KEY_SEGMENTS {
-            return Err(format!(
-                "the key has {n} parts; at most {MAX_KEY_SEGMENTS} are accepted"
-            ));
-        }
-    }
-    Ok((key.to_string(), package.map(str::to_string)))
+    super::override_grammar::parse(text)
 }
 
 /// Parses a value as written after `=` (columns counted from 1 in `text`).

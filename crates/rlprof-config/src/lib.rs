@@ -27,8 +27,10 @@ mod compose;
 pub mod error;
 mod grammar;
 mod merge;
+mod override_grammar;
 mod profile_plan;
 mod resolve;
+mod strftime;
 pub mod tree;
 pub mod typed;
 pub mod yaml;
@@ -120,7 +122,7 @@ pub fn compose_config(
     builtin: Option<(&str, &str)>,
     overrides: &[String],
 ) -> Result<Composed, ConfigError> {
-    let (primary, origin, dir) =
+    let (primary, origin, dir, group) =
         primary_of(sel, builtin).map_err(|e| ConfigError::Invalid(vec![e]))?;
     let mut errors = Vec::new();
     let mut parsed = Vec::new();
@@ -140,9 +142,19 @@ pub fn compose_config(
                 _ => Some(Vec::new()),
             };
         } else if o.key == "hydra" || o.key.starts_with("hydra.") || o.key.starts_with("hydra/") {
-            // Hydra's own runtime settings (run dir, logging): nothing to compose.
+            // Hydra's own runtime settings (run dir, logging): nothing to compose, but a key
+            // Hydra's config does not have is refused, as in struct mode.
+            if let Some(e) = compose::unknown_hydra_key(&o) {
+                errors.push(format!("override '{}': {e}", shorten(&o.text)));
+            }
         } else if compose::is_group_override(&o, &primary, dir.as_deref()) {
             groups.push(o);
+        } else if o.package.is_some() && !matches!(o.value, Some(Node::Map(_))) {
+            errors.push(format!(
+                "override '{}': it looks like a config group override (group@package), but config group '{}' does not exist",
+                shorten(&o.text),
+                o.key
+            ));
         } else {
             values.push(o);
         }
@@ -153,6 +165,7 @@ pub fn compose_config(
         primary,
         &origin,
         dir.as_deref(),
+        &group,
         &groups,
         searchpath,
         Some(&mut written),
@@ -198,15 +211,30 @@ fn shorten(text: &str) -> String {
 /// Characters of an override quoted in an error message.
 const SHOWN_OVERRIDE_CHARS: usize = 120;
 
+/// The primary config: (loaded, origin, config directory, group path of the config name).
 fn primary_of(
     sel: &Selection,
     builtin: Option<(&str, &str)>,
-) -> Result<(compose::Loaded, String, Option<PathBuf>), String> {
+) -> Result<(compose::Loaded, String, Option<PathBuf>, String), String> {
     let file = match (&sel.file, &sel.config_path, &sel.config_name) {
         (Some(f), None, None) => f.clone(),
         (None, dir, Some(name)) => {
-            let dir = dir.clone().unwrap_or_else(|| PathBuf::from("."));
+            let dir = match dir {
+                // `--config-path pkg://verl.trainer.config`, as Hydra reads it.
+                Some(d) if d.to_string_lossy().starts_with("pkg://") => {
+                    compose::search_root(&d.to_string_lossy())?
+                }
+                Some(d) => d.clone(),
+                None => PathBuf::from("."),
+            };
             let name = name.strip_suffix(".yaml").unwrap_or(name);
+            // `actor/dp_actor`: a group member as the primary config, composed under its
+            // group's package with the config directory as the search path.
+            if let Some((group, _)) = name.rsplit_once('/') {
+                let file = dir.join(format!("{name}.yaml"));
+                let (l, origin) = read_primary(&file)?;
+                return Ok((l, origin, Some(dir), group.to_string()));
+            }
             dir.join(format!("{name}.yaml"))
         }
         (None, Some(_), None) => {
@@ -222,13 +250,10 @@ fn primary_of(
         (None, None, None) => {
             let (text, origin) = builtin.unwrap_or(("", "<empty>"));
             let l = compose::load_text(text, origin)?;
-            return Ok((l, origin.to_string(), None));
+            return Ok((l, origin.to_string(), None, String::new()));
         }
     };
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| format!("{}: cannot read configuration file: {e}", file.display()))?;
-    let origin = file.display().to_string();
-    let l = compose::load_text(&text, &origin)?;
+    let (l, origin) = read_primary(&file)?;
     let dir = file.parent().map(|p| {
         if p.as_os_str().is_empty() {
             PathBuf::from(".")
@@ -236,7 +261,15 @@ fn primary_of(
             p.to_path_buf()
         }
     });
-    Ok((l, origin, dir))
+    Ok((l, origin, dir, String::new()))
+}
+
+fn read_primary(file: &Path) -> Result<(compose::Loaded, String), String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("{}: cannot read configuration file: {e}", file.display()))?;
+    let origin = file.display().to_string();
+    let l = compose::load_text(&text, &origin)?;
+    Ok((l, origin))
 }
 
 /// Reads the YAML file (None = empty document), composes its defaults list, applies Hydra

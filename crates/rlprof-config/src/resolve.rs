@@ -1,6 +1,7 @@
 //! OmegaConf's interpolation, on the whole composed tree (what `to_container(resolve=True)`
 //! does): `${a.b}`, relative `${.x}` / `${..x}`, string interpolation `"${a}/b"`, the resolvers
-//! `oc.select`, `oc.env` and `oc.decode`, `\${` escapes. A value that refers to `???` or to a key
+//! `oc.select`, `oc.env`, `oc.decode`, `oc.create`, `oc.dict.keys`, `oc.dict.values`,
+//! `oc.deprecated` and Hydra's `now`, `\${` escapes. A value that refers to `???` or to a key
 //! that does not exist, a cycle (shown as its chain of paths) and an unknown resolver are errors,
 //! all reported together, each with the path of the value that holds the interpolation. `???`
 //! itself stays in the tree: it is an error only where a reader needs the value.
@@ -311,6 +312,11 @@ impl<'a> Resolver<'a> {
     /// One `${...}` body.
     fn expr(&mut self, e: &str, path: &[String]) -> Result<Node, String> {
         let e = e.trim();
+        if e.is_empty() {
+            return Err(
+                "empty interpolation '${}' (OmegaConf's grammar needs a key or a resolver call: ${a.b}, ${oc.env:VAR}); write '\\${}' for the literal text".into(),
+            );
+        }
         if let Some((name, args)) = resolver_call(e) {
             let args = split_args(args)?
                 .into_iter()
@@ -347,6 +353,18 @@ impl<'a> Resolver<'a> {
         }
         if t.contains("${") {
             return self.string(t, path);
+        }
+        // OmegaConf's grammar: an unquoted argument holds letters, digits, whitespace and
+        // `_-/\\+.$%*@?|:` (and containers); anything else (`~`, `<`, non-ASCII, ...) must be
+        // quoted.
+        if let Some(c) = t.chars().find(|c| {
+            !(c.is_ascii_alphanumeric()
+                || c.is_ascii_whitespace()
+                || "_-/\\+.$%*@?|:[]{},='\"".contains(*c))
+        }) {
+            return Err(format!(
+                "'{c}' cannot appear in an unquoted resolver argument ('{t}'); quote the argument"
+            ));
         }
         self.decode(t, "", path)
     }
@@ -413,8 +431,67 @@ impl<'a> Resolver<'a> {
                 [other] => Err(format!("oc.decode takes a string, got {}", other.kind())),
                 _ => Err("oc.decode takes one argument".into()),
             },
+            "oc.create" => match args.as_slice() {
+                [Node::Str(text)] => match super::yaml::parse(text) {
+                    Ok(v @ (Node::Map(_) | Node::List(_))) => {
+                        let extent = v.extent();
+                        self.fits(&extent, path)?;
+                        self.charge(extent.nodes, extent.bytes, path)?;
+                        Ok(v)
+                    }
+                    Ok(other) => Err(format!(
+                        "oc.create: the text reads as {}, not a mapping or a list",
+                        other.kind()
+                    )),
+                    Err(e) => Err(format!("oc.create: {}", e.render("its argument"))),
+                },
+                [v @ (Node::Map(_) | Node::List(_))] => Ok(v.clone()),
+                [other] => Err(format!(
+                    "oc.create takes a mapping, a list or their YAML text, got {}",
+                    other.kind()
+                )),
+                _ => Err("oc.create takes one argument".into()),
+            },
+            "oc.dict.keys" | "oc.dict.values" => {
+                let [Node::Str(key)] = args.as_slice() else {
+                    return Err(format!("`{name}` requires a string (a key) as input"));
+                };
+                let target = segments(key);
+                let Some(Node::Map(m)) = self.root.get_path(&target) else {
+                    return match self.root.get_path(&target) {
+                        None => Err(format!("{name}: key not found: '{key}'")),
+                        Some(n) => Err(format!(
+                            "`{name}` cannot be applied to objects of type {}",
+                            n.kind()
+                        )),
+                    };
+                };
+                let keys: Vec<String> = m.keys().cloned().collect();
+                if name == "oc.dict.keys" {
+                    return Ok(Node::List(keys.into_iter().map(Node::Str).collect()));
+                }
+                let mut out = Vec::new();
+                for k in keys {
+                    let mut t = target.clone();
+                    t.push(k.clone());
+                    out.push(self.reference(&t, &format!("{key}.{k}"))?);
+                }
+                Ok(Node::List(out))
+            }
+            "oc.deprecated" => {
+                let key = match args.as_slice() {
+                    [k] | [k, _] => k.python_str(),
+                    _ => return Err("oc.deprecated takes a key and an optional message".into()),
+                };
+                let target = segments(&key);
+                self.reference(&target, &key)
+            }
+            "now" => match args.as_slice() {
+                [fmt] => Ok(Node::Str(super::strftime::now(&fmt.python_str()))),
+                _ => Err("now takes one argument, a strftime pattern".into()),
+            },
             other => Err(format!(
-                "unsupported interpolation resolver '{other}' (supported: oc.select, oc.env, oc.decode)"
+                "unsupported interpolation type '{other}' (supported: oc.select, oc.env, oc.decode, oc.create, oc.dict.keys, oc.dict.values, oc.deprecated, now)"
             )),
         }
     }

@@ -114,21 +114,42 @@ fn missing_key_without_plus_is_an_error_suggesting_plus() {
 }
 
 #[test]
-fn profiler_schema_keys_count_as_existing() {
-    // As in verl's full ppo_trainer.yaml, every profiler key exists, so a plain override may set
-    // one the file does not write (the examples of verl's Ascend profiling guide do this on
-    // minimal files).
+fn keys_the_yaml_does_not_write_need_plus_as_in_struct_mode() {
+    // Hydra composes in struct mode: a key the composed YAML does not have cannot be set
+    // without `+`, rlprof's own profiler keys (which verl 0.9.1 lacks) included.
+    let plain = [
+        "actor_rollout_ref.actor.profiler.enable=True",
+        "actor_rollout_ref.actor.profiler.max_events=10",
+        "trainer.n_gpus_per_node=2",
+    ];
+    for o in plain {
+        let e = load_document_str("global_profiler: {steps: null}", "a.yaml", &[o.to_string()])
+            .unwrap_err();
+        let msg = e.problems().join("\n");
+        assert!(msg.contains(&format!("+{o}")), "{o}: {msg}");
+    }
+    let e = load_document_str(
+        "actor_rollout_ref: {actor: {profiler: {enable: true}}}",
+        "a.yaml",
+        &["actor_rollout_ref.actor.profiler.max_events=10".to_string()],
+    )
+    .unwrap_err();
+    assert!(
+        e.problems()[0].contains("profiler key this config does not write"),
+        "{:?}",
+        e.problems()
+    );
     let doc = load_document_str(
         "global_profiler: {steps: null}",
         "a.yaml",
         &[
             "global_profiler.steps=[1,2,5]".to_string(),
-            "global_profiler.tool=npu".to_string(),
-            "actor_rollout_ref.actor.profiler.enable=True".to_string(),
-            "actor_rollout_ref.rollout.profiler.tool_config.npu.discrete=True".to_string(),
-            "actor_rollout_ref.actor.profiler.max_events=10".to_string(),
-            "trainer.n_gpus_per_node=2".to_string(),
-            "global_profiler.global_tool_config.nsys.worker_nsight_options.kill=sigkill"
+            "+global_profiler.tool=npu".to_string(),
+            "+actor_rollout_ref.actor.profiler.enable=True".to_string(),
+            "+actor_rollout_ref.rollout.profiler.tool_config.npu.discrete=True".to_string(),
+            "+actor_rollout_ref.actor.profiler.max_events=10".to_string(),
+            "+trainer.n_gpus_per_node=2".to_string(),
+            "+global_profiler.global_tool_config.nsys.worker_nsight_options.kill=sigkill"
                 .to_string(),
         ],
     )
@@ -148,7 +169,7 @@ fn profiler_schema_keys_count_as_existing() {
 fn plus_on_existing_key_errors_and_double_plus_sets_either_way() {
     let v = errors(&["+global_profiler.save_path=/p"]);
     assert!(
-        v[0].contains("already exists") && v[0].contains("++global_profiler.save_path=/p"),
+        v[0].contains("already at") && v[0].contains("++global_profiler.save_path=/p"),
         "{}",
         v[0]
     );

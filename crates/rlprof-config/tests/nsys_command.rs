@@ -14,7 +14,11 @@ const CALLS: [RoleCall; 4] = [
 
 fn plan(overrides: &[&str]) -> rlprof_profiler::ProfilePlan {
     let base = "trainer: {nnodes: 1, n_gpus_per_node: 2}\nglobal_profiler: {tool: nsys, steps: [1, 2, 5]}\nactor_rollout_ref:\n  actor:\n    profiler: {enable: true, ranks: [1]}\n";
-    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    // `++`: set whether or not the small base config writes the key (struct mode).
+    let ov: Vec<String> = overrides
+        .iter()
+        .map(|s| format!("++{}", s.trim_start_matches('+')))
+        .collect();
     build_plan(&load_document_str(base, "<t>", &ov).unwrap()).unwrap()
 }
 

@@ -5,7 +5,7 @@
 //! that this trainer does not implement are accepted and ignored (so a user's file loads).
 
 pub use crate::config_reader::LossAgg;
-use crate::config_reader::{Reader, loss_agg, model_path, warmup_steps};
+use crate::config_reader::{Reader, kl_type, loss_agg, model_path, unrunnable, warmup_steps};
 use crate::error::{Result, TrainerError};
 use rlprof_config::Node;
 use std::path::PathBuf;
@@ -241,6 +241,9 @@ pub struct TrainConfig {
     pub critic: crate::critic_config::CriticConfig,
     /// Keys that look like misspellings of keys this trainer reads (they are ignored).
     pub warnings: Vec<String>,
+    /// verl settings accepted by `config check` that this trainer cannot run (see
+    /// [`TrainConfig::start_errors`]).
+    pub unrunnable: Vec<String>,
 }
 
 /// The keys this trainer reads, per section (other keys of verl's file are accepted and ignored).
@@ -419,7 +422,8 @@ impl TrainConfig {
         let algorithm = read_algorithm(&mut r);
         let overlong = OverlongBuffer {
             enable: r.boolean("reward_model.overlong_buffer.enable", false),
-            len: r.uint("reward_model.overlong_buffer.len", 4, 1) as usize,
+            // verl's recipes write `len: 0` with the buffer disabled.
+            len: r.uint("reward_model.overlong_buffer.len", 4, 0) as usize,
             penalty_factor: r.float("reward_model.overlong_buffer.penalty_factor", 1.0, 0.0, 1e3)
                 as f32,
         };
@@ -435,6 +439,7 @@ impl TrainConfig {
                 loss_agg_mode: actor.loss_agg_mode,
             },
         );
+        let unrun = unrunnable(doc, actor.use_kl_loss);
         let cfg = TrainConfig {
             data,
             model,
@@ -444,6 +449,7 @@ impl TrainConfig {
             algorithm,
             overlong,
             trainer,
+            unrunnable: unrun,
             critic,
             warnings: near_misses(doc),
         };
@@ -467,6 +473,28 @@ impl TrainConfig {
             )],
         };
         e.extend(self.algorithm.rollout_correction.start_errors());
+        e.extend(self.unrunnable.iter().cloned());
+        // verl accepts batch sizes that its own world size divides; this trainer splits every
+        // batch evenly over its ranks.
+        let world = self.world_size();
+        let bs = self.data.train_batch_size;
+        if world > 0 && !bs.is_multiple_of(world) {
+            e.push(format!(
+                "data.train_batch_size: {bs} prompts do not split evenly over {world} ranks \
+                 (trainer.nnodes * trainer.n_gpus_per_node), as this trainer needs"
+            ));
+        }
+        let mini = self.actor.ppo_mini_batch_size;
+        if mini > bs || !bs.is_multiple_of(mini) {
+            e.push(format!(
+                "{AAR}.actor.ppo_mini_batch_size: {mini} must divide data.train_batch_size ({bs}) for this trainer"
+            ));
+        }
+        if self.overlong.enable && self.overlong.len == 0 {
+            e.push(
+                "reward_model.overlong_buffer.len: 0 with the buffer enabled (the penalty divides by it); set a length or reward_model.overlong_buffer.enable=False".to_string(),
+            );
+        }
         e
     }
 
@@ -481,19 +509,6 @@ impl TrainConfig {
             return;
         }
         self.check_memory(errors, memory_limit());
-        let bs = self.data.train_batch_size;
-        if !bs.is_multiple_of(world) {
-            errors.push(format!(
-                "data.train_batch_size: {bs} prompts do not split evenly over {world} ranks \
-                 (trainer.nnodes * trainer.n_gpus_per_node)"
-            ));
-        }
-        let mini = self.actor.ppo_mini_batch_size;
-        if mini > bs || !bs.is_multiple_of(mini) {
-            errors.push(format!(
-                "{AAR}.actor.ppo_mini_batch_size: {mini} must divide data.train_batch_size ({bs})"
-            ));
-        }
         if self.algorithm.rollout_correction.bypass_mode && !self.rollout.calculate_log_probs {
             errors.push(format!(
                 "algorithm.rollout_correction.bypass_mode: true takes the old log-probs from the \
@@ -642,8 +657,7 @@ fn read_actor(r: &mut Reader) -> ActorConfig {
     let p = format!("{AAR}.actor");
     let clip = r.float(&format!("{p}.clip_ratio"), 0.2, 0.0, 10.0);
     let loss_agg_mode = loss_agg(r, &format!("{p}.loss_agg_mode"), LossAgg::TokenMean);
-    let kl_type = format!("{p}.kl_loss_type");
-    r.choice(&kl_type, "low_var_kl", &["low_var_kl"]);
+    kl_type(r, &format!("{p}.kl_loss_type"));
     let betas = match r.get(&format!("{p}.optim.betas")) {
         None => (0.9, 0.999),
         Some(Node::List(s)) if s.len() == 2 && s.iter().all(|x| x.as_f64().is_some()) => {

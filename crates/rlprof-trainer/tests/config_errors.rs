@@ -72,15 +72,42 @@ fn a_verl_estimator_without_an_implementation_is_refused_at_start_not_at_check()
 }
 
 #[test]
-fn batch_that_does_not_split_over_ranks_is_an_error() {
-    let e = errors(
+fn batch_that_does_not_split_over_ranks_is_accepted_but_refused_at_start() {
+    // verl accepts it (its world size is its own); this trainer cannot split it evenly, so
+    // `config check` passes and `train` refuses at start, naming the key.
+    let doc = parse_yaml(
         "data: {train_batch_size: 5}\nactor_rollout_ref: {actor: {ppo_mini_batch_size: 5}}\ntrainer: {n_gpus_per_node: 2}",
-    );
+    )
+    .unwrap();
+    let cfg = TrainConfig::from_doc(&doc).expect("verl's values are accepted");
+    let e = cfg.start_errors();
     assert!(
         e.iter()
             .any(|m| m.starts_with("data.train_batch_size") && m.contains("2 ranks")),
         "{e:#?}"
     );
+}
+
+#[test]
+fn verl_values_this_trainer_cannot_run_are_refused_at_start_by_key() {
+    let doc = parse_yaml(
+        "actor_rollout_ref: {actor: {use_kl_loss: true, kl_loss_type: k3+, loss_agg_mode: seq-mean-token-sum-norm}}\nreward_model: {overlong_buffer: {enable: false, len: 0}}",
+    )
+    .unwrap();
+    let cfg = TrainConfig::from_doc(&doc).expect("verl's values are accepted");
+    let e = cfg.start_errors().join("\n");
+    assert!(
+        e.contains("actor_rollout_ref.actor.kl_loss_type: 'k3+'"),
+        "{e}"
+    );
+    assert!(
+        e.contains("actor_rollout_ref.actor.loss_agg_mode: 'seq-mean-token-sum-norm'"),
+        "{e}"
+    );
+    assert!(!e.contains("overlong_buffer"), "{e}");
+    // An unknown estimator is still a config error.
+    let e = errors("actor_rollout_ref: {actor: {kl_loss_type: k9}}");
+    assert!(e.iter().any(|m| m.contains("kl_loss_type")), "{e:#?}");
 }
 
 #[test]

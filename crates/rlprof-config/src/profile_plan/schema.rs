@@ -51,9 +51,14 @@ pub(crate) const PRECISION_DEBUGGER_KEYS: &[&str] = &[
     "strict",
 ];
 /// Valid keys of `global_profiler.global_tool_config.nsys`.
+/// `all_ranks` and `ranks` are written by verl-recipe's gkd config and accepted by verl 0.9.1;
+/// the ranks collected are the roles' (`<role>.profiler.all_ranks` / `ranks`), so they are
+/// accepted and ignored.
 pub(crate) const NSYS_GLOBAL_KEYS: &[&str] = &[
     "_target_",
     "discrete",
+    "all_ranks",
+    "ranks",
     "controller_nsight_options",
     "worker_nsight_options",
 ];
@@ -205,18 +210,6 @@ pub(crate) fn children(path: &[&str]) -> Option<Children> {
             "kw_args",
         ] => Some(Any),
         _ => None,
-    }
-}
-
-/// Whether `path` (a full key path) names a key of the profiler schema.
-pub(crate) fn knows(path: &[&str]) -> bool {
-    let Some((last, parent)) = path.split_last() else {
-        return false;
-    };
-    match children(parent) {
-        Some(Children::Any) => true,
-        Some(Children::Keys(k)) => k.contains(last),
-        None => false,
     }
 }
 

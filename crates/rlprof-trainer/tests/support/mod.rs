@@ -11,7 +11,8 @@ pub(crate) fn discrete_rank0_step(save: &Path, ckpt: &Path) -> Vec<String> {
         format!("global_profiler.save_path={}", save.display()),
         "global_profiler.steps=[1]".into(),
         "actor_rollout_ref.actor.profiler.all_ranks=False".into(),
-        "actor_rollout_ref.actor.profiler.ranks=[0]".into(),
+        // `+`: the built-in config does not write `ranks` (struct mode).
+        "+actor_rollout_ref.actor.profiler.ranks=[0]".into(),
         "actor_rollout_ref.actor.profiler.tool_config.npu.discrete=True".into(),
         "actor_rollout_ref.actor.profiler.tool_config.npu.analysis=False".into(),
         "trainer.total_training_steps=1".into(),
