@@ -35,7 +35,7 @@ fn run(save: &Path, steps: u64, extra: &[&str]) -> (ProfilePlan, Vec<CompletedCo
         "actor_rollout_ref.model.num_hidden_layers=1".into(),
         "actor_rollout_ref.model.intermediate_size=64".into(),
         "actor_rollout_ref.actor.profiler.all_ranks=False".into(),
-        "actor_rollout_ref.actor.profiler.ranks=[0]".into(),
+        "+actor_rollout_ref.actor.profiler.ranks=[0]".into(),
     ];
     ov.extend(extra.iter().map(|s| s.to_string()));
     let doc = rlprof_config::load_document_str(DEFAULT, "default", &ov).unwrap();
@@ -260,7 +260,7 @@ fn torch_schedule_samples_the_update_only() {
     for discrete in [true, false] {
         let tmp = tempfile::tempdir().unwrap();
         let save = tmp.path().join("prof");
-        let d = format!("actor_rollout_ref.actor.profiler.tool_config.torch.discrete={discrete}");
+        let d = format!("+actor_rollout_ref.actor.profiler.tool_config.torch.discrete={discrete}");
         let (plan, done) = run(
             &save,
             1,
