@@ -418,6 +418,16 @@ impl Profile {
         self.details.get(e.detail as usize).map(Cow::Borrowed)
     }
 
+    /// The event's detail when the reader decoded it while loading (rlprof's raw files, the
+    /// Ascend DB), without decoding a foreign trace's raw `args` text: for figures, such as a
+    /// collective's wait, that only those readers record.
+    pub fn decoded_detail(&self, e: &Event) -> Option<&Detail> {
+        if e.detail == NONE || e.detail & RAW_DETAIL != 0 {
+            return None;
+        }
+        self.details.get(e.detail as usize)
+    }
+
     /// A short label: `rank 0 · step1/e2e`.
     pub fn label(&self) -> String {
         format!("rank {} · {}", self.rank, self.group)

@@ -22,14 +22,8 @@ pub fn summarise(loaded: &Loaded) -> Report {
             .collect()
     };
     let ids: Vec<&str> = job_of.iter().map(|&j| groups[j].id.as_str()).collect();
-    let cann: Vec<Vec<super::CannStepRow>> = loaded
-        .profiles
-        .iter()
-        .enumerate()
-        .map(|(i, p)| super::cann::cann_steps(p, ids[i], i, &unions[i]))
-        .collect();
     // The parts are independent: the op tables on one thread, the rest on another.
-    let ((ops, top, mut notes), ((breakdown, memory, comm), jobs)) = rayon::join(
+    let ((ops, top, mut notes), ((breakdown, memory, comm), (jobs, cann))) = rayon::join(
         || {
             let selfs: Vec<Vec<i64>> = loaded.profiles.iter().map(self_times).collect();
             let mut notes = loaded.notes.clone();
@@ -39,7 +33,16 @@ pub fn summarise(loaded: &Loaded) -> Report {
         || {
             rayon::join(
                 || parts(loaded, &ids, &unions),
-                || job_reports(&loaded.profiles, &groups, &unions, &cann),
+                || {
+                    let cann: Vec<Vec<super::CannStepRow>> = loaded
+                        .profiles
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| super::cann::cann_steps(p, ids[i], i, &unions[i]))
+                        .collect();
+                    let jobs = job_reports(&loaded.profiles, &groups, &unions, &cann);
+                    (jobs, cann)
+                },
             )
         },
     );

@@ -157,7 +157,7 @@ fn by_rules(
             _ => {}
         }
     }
-    let busy = union([compute, comm].concat());
+    let busy = union(merge_sorted(compute, comm));
     let not_overlapped = difference(comm, compute);
     let free: Vec<(i64, i64)> = busy.windows(2).map(|w| (w[0].1, w[1].0)).collect();
     steps.sort();
@@ -176,12 +176,8 @@ fn by_rules(
     let mut out = Vec::new();
     for (k, (label, start, host_start)) in windows.iter().enumerate() {
         let end = windows.get(k + 1).map_or(i64::MAX, |w| w.1);
-        let inside = |v: &[(i64, i64)]| -> Vec<(i64, i64)> {
-            v.iter()
-                .copied()
-                .filter(|s| s.0 >= *start && s.0 < end)
-                .collect()
-        };
+        // Every list is sorted by start: the step's segments are one slice of it.
+        let inside = |v| in_window(v, *start, end);
         let sum = |v: &[(i64, i64)]| v.iter().map(|s| (s.1 - s.0) as u64).sum::<u64>();
         let (c, m, n, f) = (
             inside(compute),
@@ -189,26 +185,26 @@ fn by_rules(
             inside(&not_overlapped),
             inside(&free),
         );
-        let bubble = sum(&inside(&receive));
-        let segments = || c.iter().chain(&m).chain(&n).chain(&f);
+        let bubble = sum(inside(&receive));
+        let segments = || c.iter().chain(m).chain(n).chain(f);
         let (Some(first), Some(last)) =
             (segments().map(|s| s.0).min(), segments().map(|s| s.1).max())
         else {
             continue;
         };
-        let first_task = c.iter().chain(&m).map(|s| s.0).min();
-        let communication = sum(&m);
-        let not_overlapped = sum(&n);
+        let first_task = c.iter().chain(m).map(|s| s.0).min();
+        let communication = sum(m);
+        let not_overlapped = sum(n);
         out.push(CannStepRow {
             job: job.to_string(),
             profile,
             rank: p.rank,
             step: label.clone(),
-            computing_ns: sum(&c),
+            computing_ns: sum(c),
             communication_not_overlapped_ns: not_overlapped,
             overlapped_ns: communication.saturating_sub(not_overlapped),
             communication_ns: communication,
-            free_ns: sum(&f),
+            free_ns: sum(f),
             stage_ns: ((last - first) as u64).saturating_sub(bubble),
             bubble_ns: bubble,
             communication_not_overlapped_exclude_receive_ns: not_overlapped.saturating_sub(bubble),
@@ -218,6 +214,31 @@ fn by_rules(
             source: COMPUTED,
         });
     }
+    out
+}
+
+/// The segments of `v` (sorted by start) that start in `[start, end)`.
+fn in_window(v: &[(i64, i64)], start: i64, end: i64) -> &[(i64, i64)] {
+    let from = v.partition_point(|s| s.0 < start);
+    let to = v.partition_point(|s| s.0 < end);
+    &v[from..to.max(from)]
+}
+
+/// Two sorted lists as one sorted list, in linear time (what [`union`] would otherwise sort).
+fn merge_sorted(a: &[(i64, i64)], b: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i] <= b[j] {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
     out
 }
 

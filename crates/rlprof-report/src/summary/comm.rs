@@ -36,10 +36,13 @@ pub(super) fn comm(profiles: &[Profile]) -> Vec<CommRow> {
     for (i, p) in profiles.iter().enumerate() {
         let world = p.meta.world_size;
         let mut by: BTreeMap<String, Acc> = BTreeMap::new();
+        // Each name's kind, found once (the name is read a character at a time).
+        let mut kinds: rustc_hash::FxHashMap<u32, rlprof_profiler::metrics::CollectiveKind> =
+            Default::default();
         for e in p.events.iter().filter(|e| e.track == Track::Comm) {
             let d = p.detail(e);
             let name = p.str(e.name);
-            let kind = collective_kind(name);
+            let kind = *kinds.entry(e.name).or_insert_with(|| collective_kind(name));
             let n = d.as_ref().and_then(|d| d.group_size).or(world);
             let s = d
                 .as_ref()

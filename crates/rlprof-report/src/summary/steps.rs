@@ -35,12 +35,12 @@ fn overlap(a: &Event, s: i64, e: i64) -> u64 {
 /// The stage a discrete collection holds, by its directory: verl 0.9.1 writes each call's
 /// collection to `save_path/{stage}/...` (`actor_update`, `rollout_generate`, ...).
 fn discrete_stage(p: &Profile) -> Option<RoleClass> {
+    let class = role_class(p.group.split('/').next()?)?;
     // Our own collections know their steps (the raw file's metadata); foreign ones do not.
     if !p.steps.is_empty() || p.events.iter().any(|e| e.track == Track::Step) {
         return None;
     }
-    let first = p.group.split('/').next()?;
-    role_class(first)
+    Some(class)
 }
 
 /// verl 0.9.1's discrete collections of one rank, grouped into steps by time: in start order,
@@ -96,7 +96,7 @@ pub(super) fn breakdown(
                 Track::Step => steps.push(e),
                 Track::RoleCall | Track::Phase => framing.push(e),
                 Track::Comm => {
-                    if let Some(w) = p.detail(e).and_then(|d| d.wait_ns) {
+                    if let Some(w) = p.decoded_detail(e).and_then(|d| d.wait_ns) {
                         waits.push((e.start, w));
                     }
                 }
