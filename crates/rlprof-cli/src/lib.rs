@@ -48,6 +48,19 @@ impl Select {
             config_name: self.config_name,
         }
     }
+
+    /// The selection and the overrides of a command line whose first positional argument is
+    /// `first`: a file only when it reads as one and no `--config-path/--config-name` is given
+    /// (`~key`, `+key`, a bare `key` are overrides, as Hydra reads them).
+    fn split(
+        self,
+        first: Option<String>,
+        overrides: Vec<String>,
+    ) -> (rlprof_config::Selection, Vec<String>) {
+        let selected = self.config_path.is_some() || self.config_name.is_some();
+        let (file, overrides) = commands::split_file(first, overrides, selected);
+        (self.with_file(file), overrides)
+    }
 }
 
 /// Performance data collection for RL post-training (GRPO, DAPO).
@@ -169,19 +182,20 @@ where
     }
     let result = match cli.command {
         Command::Train {
-            mut config,
+            config,
             mut overrides,
             quiet,
             select,
         } => {
-            // `rlprof train recipes/dapo.yaml k=v`: a leading argument that reads as a file is
-            // the file; `~key`, `+key` or a bare `key` are overrides, as Hydra reads them.
-            if config.is_none() && !overrides.is_empty() {
-                let first = overrides.remove(0);
-                let selected = select.config_path.is_some() || select.config_name.is_some();
-                (config, overrides) = commands::split_file(Some(first), overrides, selected);
-            }
-            commands::train(&select.with_file(config), &overrides, quiet)
+            // `rlprof train recipes/dapo.yaml k=v` (or `-c FILE`).
+            let (selection, overrides) = match config {
+                Some(file) => (select.with_file(Some(file)), overrides),
+                None => {
+                    let first = (!overrides.is_empty()).then(|| overrides.remove(0));
+                    select.split(first, overrides)
+                }
+            };
+            commands::train(&selection, &overrides, quiet)
         }
         Command::Config {
             command:
@@ -192,9 +206,8 @@ where
                     select,
                 },
         } => {
-            let selected = select.config_path.is_some() || select.config_name.is_some();
-            let (file, overrides) = commands::split_file(config, overrides, selected);
-            commands::config_check(&select.with_file(file), overrides, json)
+            let (selection, overrides) = select.split(config, overrides);
+            commands::config_check(&selection, overrides, json)
         }
         Command::Config {
             command:
@@ -205,9 +218,8 @@ where
                     select,
                 },
         } => {
-            let selected = select.config_path.is_some() || select.config_name.is_some();
-            let (file, overrides) = commands::split_file(config, overrides, selected);
-            commands::config_show(&select.with_file(file), &overrides, json)
+            let (selection, overrides) = select.split(config, overrides);
+            commands::config_show(&selection, &overrides, json)
         }
         Command::Analyse {
             path,
