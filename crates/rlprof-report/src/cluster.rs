@@ -253,39 +253,40 @@ fn step_key(s: &str) -> (u64, &str) {
 /// Per op and rank (the report's communication rows summed over a rank's profiles), and the
 /// ring estimate per rank pair.
 fn bandwidth(r: &Report, rep: &mut ClusterReport) {
-    let mut by: BTreeMap<(String, u32), OpBandwidth> = BTreeMap::new();
+    // (op, rank) -> (the row, total ns, wait ns): time summed as integers, shown in ms.
+    let mut by: BTreeMap<(&str, u32), (OpBandwidth, u64, u64)> = BTreeMap::new();
     for c in &r.comm {
-        let b = by
-            .entry((c.name.clone(), c.rank))
-            .or_insert_with(|| OpBandwidth {
+        let (b, total, wait) = by.entry((&c.name, c.rank)).or_insert_with(|| {
+            let row = OpBandwidth {
                 op: c.name.clone(),
                 rank: c.rank,
                 bytes: Some(0),
                 group_size: c.group_size,
                 ..OpBandwidth::default()
-            });
+            };
+            (row, 0, 0)
+        });
         b.count += c.count;
         b.bytes = b.bytes.zip(c.bytes).and_then(|(a, x)| a.checked_add(x));
-        b.time_ms += ms(c.total_ns);
-        b.wait_ms += ms(c.wait_ns.unwrap_or(0));
+        *total += c.total_ns;
+        *wait += c.wait_ns.unwrap_or(0);
         if b.group_size != c.group_size {
             b.group_size = None;
         }
     }
-    for b in by.into_values() {
-        let mut b = b;
-        b.transit_ms = (b.time_ms - b.wait_ms).max(0.0);
+    for (mut b, total, wait) in by.into_values() {
+        let busy = total.saturating_sub(wait);
+        (b.time_ms, b.wait_ms, b.transit_ms) = (ms(total), ms(wait), ms(busy));
         b.bandwidth_gbps = b
             .bytes
-            .filter(|_| b.transit_ms > 0.0)
-            .map(|x| x as f64 / (b.transit_ms * 1e6));
-        let factor = bus_factor(collective_kind(&b.op), b.group_size);
+            .and_then(|x| rlprof_profiler::metrics::bandwidth_gbps(x, busy));
+        let kind = collective_kind(&b.op);
+        let factor = bus_factor(kind, b.group_size);
         b.bus_bandwidth_gbps = b.bandwidth_gbps.zip(factor).map(|(x, f)| x * f);
         if let (Some(bytes), Some(f), Some(n)) = (b.bytes, factor, b.group_size)
             && n > 1
         {
-            let p2p =
-                collective_kind(&b.op) == rlprof_profiler::metrics::CollectiveKind::PointToPoint;
+            let p2p = kind == rlprof_profiler::metrics::CollectiveKind::PointToPoint;
             rep.pairs.push(PairBandwidth {
                 op: b.op.clone(),
                 src: b.rank,
