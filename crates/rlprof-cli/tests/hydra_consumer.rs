@@ -9,6 +9,8 @@
 //!   dependencies (for `pkg://verl.trainer.config`);
 //! - `RLPROF_HYDRA_PYTHON`: a Python with `hydra-core` and `omegaconf`.
 
+mod support;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -83,35 +85,6 @@ fn rlprof(s: &Setup, dir: &str, name: &str, overrides: &[&str]) -> Result<Value,
         Ok(serde_json::from_slice(&out.stdout).expect("rlprof json"))
     } else {
         Err(String::from_utf8_lossy(&out.stderr).to_string())
-    }
-}
-
-/// Paths where two trees differ (first 20).
-fn diff(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
-    if out.len() >= 20 {
-        return;
-    }
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            for (k, v) in x {
-                match y.get(k) {
-                    Some(w) => diff(v, w, &format!("{path}.{k}"), out),
-                    None => out.push(format!("{path}.{k}: only in Hydra ({v})")),
-                }
-            }
-            for k in y.keys().filter(|k| !x.contains_key(*k)) {
-                out.push(format!("{path}.{k}: only in rlprof ({})", y[k]));
-            }
-        }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
-            for (i, (v, w)) in x.iter().zip(y).enumerate() {
-                diff(v, w, &format!("{path}[{i}]"), out);
-            }
-        }
-        (Value::Number(x), Value::Number(y))
-            if x.as_f64() == y.as_f64() && x.is_f64() == y.is_f64() => {}
-        _ if a == b => {}
-        _ => out.push(format!("{path}: Hydra {a}, rlprof {b}")),
     }
 }
 
@@ -244,7 +217,7 @@ fn config_show_matches_hydra_compose() {
                 (Ok(a), Ok(b)) => {
                     compared += 1;
                     let mut d = Vec::new();
-                    diff(a, b, "", &mut d);
+                    support::diff(a, b, "", 20, &mut d);
                     if !d.is_empty() {
                         failures.push(format!("{name} {ov:?}:\n  {}", d.join("\n  ")));
                     }

@@ -13,6 +13,8 @@
 //! Needs what `.ci/parts/40-hydra.sh` prepares: `RLPROF_VERL_ROOT`, `RLPROF_VERL_PKG`,
 //! `RLPROF_HYDRA_PYTHON` (see `hydra_consumer.rs`).
 
+mod support;
+
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -158,35 +160,6 @@ fn rlprof(root: &Path, pkg: &Path, c: &Case) -> Result<Value, String> {
     }
 }
 
-/// Paths where two trees differ (first 10): keys, values and JSON types (int vs float).
-fn diff(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
-    if out.len() >= 10 {
-        return;
-    }
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            for (k, v) in x {
-                match y.get(k) {
-                    Some(w) => diff(v, w, &format!("{path}.{k}"), out),
-                    None => out.push(format!("{path}.{k}: only in Hydra ({v})")),
-                }
-            }
-            for k in y.keys().filter(|k| !x.contains_key(*k)) {
-                out.push(format!("{path}.{k}: only in rlprof ({})", y[k]));
-            }
-        }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
-            for (i, (v, w)) in x.iter().zip(y).enumerate() {
-                diff(v, w, &format!("{path}[{i}]"), out);
-            }
-        }
-        (Value::Number(x), Value::Number(y))
-            if x.as_f64() == y.as_f64() && x.is_f64() == y.is_f64() => {}
-        _ if a == b => {}
-        _ => out.push(format!("{path}: Hydra {a}, rlprof {b}")),
-    }
-}
-
 #[test]
 #[ignore = "needs hydra-core, omegaconf and verl's config tree"]
 fn corpus_composes_as_hydra_does() {
@@ -208,7 +181,7 @@ fn corpus_composes_as_hydra_does() {
         match (h, &r) {
             (Ok(a), Ok(b)) => {
                 let mut d = Vec::new();
-                diff(a, b, "", &mut d);
+                support::diff(a, b, "", 10, &mut d);
                 if d.is_empty() {
                     equal += 1;
                 } else {
