@@ -16,15 +16,6 @@
 
 use crate::model::{Event, Track};
 
-/// verl 0.9.1's stage labels of role calls (`DistProfiler.annotate(role=...)`).
-const VERL_STAGE_LABELS: [&str; 5] = [
-    "rollout_generate",
-    "actor_compute_log_prob",
-    "ref_compute_log_prob",
-    "actor_update",
-    "critic_update",
-];
-
 /// msprof's derived overlap lanes.
 pub const OVERLAP_ANALYSIS: &str = "Overlap Analysis";
 
@@ -50,7 +41,7 @@ pub fn apply<'n>(
     let name_of = |e: &Event| names.get(e.name as usize).map(String::as_str).unwrap_or("");
     let stage_labels = events
         .iter()
-        .any(|e| e.track == Track::RoleCall && VERL_STAGE_LABELS.contains(&name_of(e)));
+        .any(|e| e.track == Track::RoleCall && crate::roles::is_stage_label(name_of(e)));
     if stage_labels {
         for e in events.iter_mut() {
             if e.track == Track::RoleCall && crate::chrome_reader::PHASES.contains(&name_of(e)) {

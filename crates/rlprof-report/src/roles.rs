@@ -65,6 +65,25 @@ pub fn role_class(name: &str) -> Option<RoleClass> {
         .map(|&(_, class)| class)
 }
 
+/// verl 0.9.1's stage labels (`DistProfiler.annotate(role=...)`, rlprof's own range names):
+/// the role-call names that are not a worker method's (`compute_values` and `compute_rm_score`
+/// are both).
+const STAGE_LABELS: [&str; 7] = [
+    "rollout",
+    "async_rollout",
+    "rollout_generate",
+    "actor_compute_log_prob",
+    "ref_compute_log_prob",
+    "actor_update",
+    "critic_update",
+];
+
+/// Whether `name` is one of verl 0.9.1's stage labels (a trace naming its stages so has its
+/// trainer phases under the method names: `update_actor` there is a phase, not a call).
+pub fn is_stage_label(name: &str) -> bool {
+    STAGE_LABELS.contains(&name)
+}
+
 /// Whether `name` marks a role call.
 pub fn is_role_call(name: &str) -> bool {
     role_class(name).is_some()
