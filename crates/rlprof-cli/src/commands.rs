@@ -536,29 +536,31 @@ pub(crate) fn cluster(path: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The report of `path` (diffed against `compare`), and what was loaded for it; `skipped` is
+/// The report of `path` (diffed against `compare`), with what is needed to read its inputs
+/// again (each input is dropped once summarised, unless `keep` says otherwise); `skipped` is
 /// told of each input of `path` that could not be read, before the summary is made.
 fn summarised(
     path: &Path,
     compare: Option<&Path>,
+    keep: rlprof_report::summary::Keep,
     skipped: impl Fn(&rlprof_report::model::Skipped),
-) -> Result<(rlprof_report::Report, rlprof_report::model::Loaded)> {
+) -> Result<rlprof_report::summary::Summarised> {
+    use rlprof_report::summary::{Keep, summarise_path};
     let limits = rlprof_report::Limits::default();
-    let loaded = rlprof_report::load(path, &limits)?;
-    loaded.skipped.iter().for_each(skipped);
-    let mut report = rlprof_report::summarise(&loaded);
+    let mut s = summarise_path(path, &limits, keep)?;
+    s.report.skipped.iter().for_each(skipped);
     if let Some(b) = compare {
-        let other = rlprof_report::summarise(&rlprof_report::load(b, &limits)?);
+        let other = summarise_path(b, &limits, Keep::None)?.report;
         let label = |p: &Path| p.display().to_string();
-        report = rlprof_report::compare(report, &other, &label(path), &label(b));
+        s.report = rlprof_report::compare(s.report, &other, &label(path), &label(b));
     }
-    Ok((report, loaded))
+    Ok(s)
 }
 
 /// `rlprof report PATH --format json`'s text, for the Python module (`rlprof.load`).
 pub(crate) fn report_json(path: &Path) -> Result<String> {
-    let (report, _) = summarised(path, None, |_| ())?;
-    Ok(rlprof_report::render_json(&report)?)
+    let s = summarised(path, None, rlprof_report::summary::Keep::None, |_| ())?;
+    Ok(rlprof_report::render_json(&s.report)?)
 }
 
 /// `rlprof report`.
@@ -576,21 +578,28 @@ pub(crate) fn report(
         // Refused before the (possibly long) load.
         crate::output::check_report_target(out, force)?;
     }
-    let (report, loaded) = summarised(path, compare, |s| {
+    // A page shows the timelines of at most a few ranks: up to that many inputs are kept
+    // from the first read; more are dropped once summarised and the shown ones read again.
+    let keep = match format {
+        "json" | "text" => rlprof_report::summary::Keep::None,
+        _ => rlprof_report::summary::Keep::UpTo(16),
+    };
+    let summarised = summarised(path, compare, keep, |s| {
         eprintln!("skipped {}: {}", s.path.display(), s.reason)
     })?;
+    let report = &summarised.report;
     // Each format is written as it is rendered; the HTML page as it is serialised (it can be a
     // quarter of a large trace's size: building it in memory first would add that to the peak).
     let render = |w: &mut dyn std::io::Write| -> anyhow::Result<()> {
         match format {
-            "json" => w.write_all(rlprof_report::render_json(&report)?.as_bytes())?,
-            "text" => w.write_all(rlprof_report::render_text(&report).as_bytes())?,
+            "json" => w.write_all(rlprof_report::render_json(report)?.as_bytes())?,
+            "text" => w.write_all(rlprof_report::render_text(report).as_bytes())?,
             _ => {
                 let opts = rlprof_report::HtmlOptions {
                     ranks: ranks.clone(),
                     ..Default::default()
                 };
-                rlprof_report::write_html(&report, &loaded.profiles, &opts, w)?
+                rlprof_report::html::write_html_summarised(&summarised, &opts, w)?
             }
         }
         Ok(())

@@ -167,14 +167,14 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-/// Loads `path` as `report` does (an unreadable rank is skipped with a warning, never stops
-/// the others) and gives its cluster view.
+/// Reads `path` as `report` does (an unreadable rank is skipped with a warning, never stops
+/// the others; each rank dropped once summarised) and gives its cluster view.
 pub fn analyse(path: &Path, limits: &crate::Limits) -> Result<ClusterReport, ReportError> {
-    let loaded = crate::load(path, limits)?;
-    for s in &loaded.skipped {
+    let s = crate::summary::summarise_path(path, limits, crate::summary::Keep::None)?;
+    for s in &s.report.skipped {
         tracing::warn!("rank skipped: {}: {}", s.path.display(), s.reason);
     }
-    Ok(from_report(&crate::summarise(&loaded)))
+    Ok(from_report(&s.report))
 }
 
 /// The cluster view of a report.

@@ -20,33 +20,145 @@ use std::path::{Path, PathBuf};
 /// Deepest directory level searched below the given path.
 pub const MAX_WALK_DEPTH: usize = 12;
 
+/// One thing the walk found, in walk order: an input to read, or what was skipped or remarked
+/// on while looking.
+#[derive(Debug, Clone)]
+pub enum Item {
+    /// An input, read by [`Task::load`].
+    Task(Task),
+    /// Something that looked like an input and cannot be read.
+    Skipped(Skipped),
+    /// A remark on what was found.
+    Note(String),
+}
+
+/// One input: read whole by one loader, independently of the others (so that inputs can be
+/// read one at a time, or in parallel, and each dropped once summarised).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Task {
+    /// A raw rank file of a collection.
+    Raw {
+        /// The `rank_N.rlraw` file.
+        path: PathBuf,
+        /// Its collection's group.
+        group: String,
+    },
+    /// A directory one of [`DIR_SOURCES`] loads whole.
+    Dir {
+        /// Index into [`DIR_SOURCES`].
+        source: usize,
+        /// The directory.
+        dir: PathBuf,
+        /// Its group.
+        group: String,
+    },
+    /// A file: a raw file, a DB or a Chrome trace, by its name and content.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Its group.
+        group: String,
+        /// Named by the user (read whatever its name), or found by the walk.
+        explicit: bool,
+    },
+}
+
+/// What reading one [`Task`] gave.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A profile.
+    Profile(Box<crate::model::Profile>),
+    /// The input cannot be read.
+    Skipped(Skipped),
+    /// Not an input, with a remark.
+    Note(String),
+    /// Not an input.
+    Nothing,
+}
+
+impl Task {
+    /// The file or directory read.
+    pub fn path(&self) -> &Path {
+        match self {
+            Task::Raw { path, .. } | Task::File { path, .. } => path,
+            Task::Dir { dir, .. } => dir,
+        }
+    }
+
+    /// Reads the input.
+    pub fn load(&self, limits: &Limits) -> Outcome {
+        let res = match self {
+            Task::Raw { path, group } => crate::raw_input::load_raw(path, group),
+            Task::Dir { source, dir, group } => (DIR_SOURCES[*source].load)(dir, group, limits),
+            Task::File {
+                path,
+                group,
+                explicit,
+            } => return load_file(path, group, limits, *explicit),
+        };
+        match res {
+            Ok(p) => Outcome::Profile(Box::new(p)),
+            Err(e) => Outcome::Skipped(skipped(self.path(), e.to_string())),
+        }
+    }
+}
+
+/// What is under `path`, in walk order, without reading any input.
+pub fn find(path: &Path) -> Result<Vec<Item>, ReportError> {
+    let mut out = Vec::new();
+    let meta = std::fs::metadata(path).map_err(crate::error::io(path))?;
+    if meta.is_file() {
+        out.push(Item::Task(Task::File {
+            path: path.to_path_buf(),
+            group: group_of_file(path),
+            explicit: true,
+        }));
+    } else {
+        walk(path, path, 0, &mut out)?;
+    }
+    Ok(out)
+}
+
 /// Loads everything under `path`. Fails only when nothing at all could be loaded.
 pub fn load(path: &Path, limits: &Limits) -> Result<Loaded, ReportError> {
     let mut out = Loaded::default();
-    let meta = std::fs::metadata(path).map_err(crate::error::io(path))?;
-    if meta.is_file() {
-        load_file(path, &group_of_file(path), limits, &mut out, true);
-    } else {
-        walk(path, path, 0, limits, &mut out)?;
+    for item in find(path)? {
+        match item {
+            Item::Task(t) => match t.load(limits) {
+                Outcome::Profile(p) => out.profiles.push(*p),
+                Outcome::Skipped(s) => out.skipped.push(s),
+                Outcome::Note(n) => out.notes.push(n),
+                Outcome::Nothing => {}
+            },
+            Item::Skipped(s) => out.skipped.push(s),
+            Item::Note(n) => out.notes.push(n),
+        }
     }
-    out.profiles.sort_by(|a, b| {
-        natural_cmp(&a.group, &b.group)
-            .then(a.rank.cmp(&b.rank))
-            .then_with(|| a.source.cmp(&b.source))
-    });
+    out.profiles.sort_by(load_order);
     drop_duplicates(&mut out);
     if out.profiles.is_empty() {
-        let detail = out
-            .skipped
-            .iter()
-            .map(|s| format!("\n  skipped {}: {}", s.path.display(), s.reason))
-            .collect::<String>();
-        return Err(ReportError::NothingFound {
-            path: path.to_path_buf(),
-            detail,
-        });
+        return Err(nothing_found(path, &out.skipped));
     }
     Ok(out)
+}
+
+/// The order of loaded profiles: by group (numbers as numbers), rank, then source.
+pub fn load_order(a: &crate::model::Profile, b: &crate::model::Profile) -> std::cmp::Ordering {
+    natural_cmp(&a.group, &b.group)
+        .then(a.rank.cmp(&b.rank))
+        .then_with(|| a.source.cmp(&b.source))
+}
+
+/// The error when nothing under `path` could be loaded.
+pub fn nothing_found(path: &Path, skipped: &[Skipped]) -> ReportError {
+    let detail = skipped
+        .iter()
+        .map(|s| format!("\n  skipped {}: {}", s.path.display(), s.reason))
+        .collect::<String>();
+    ReportError::NothingFound {
+        path: path.to_path_buf(),
+        detail,
+    }
 }
 
 /// `a` and `b` with their runs of digits compared as numbers (`rank9` before `rank10`,
@@ -69,31 +181,25 @@ fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     chunks(a).map(key).cmp(chunks(b).map(key))
 }
 
-fn walk(
-    root: &Path,
-    dir: &Path,
-    depth: usize,
-    limits: &Limits,
-    out: &mut Loaded,
-) -> Result<(), ReportError> {
+fn walk(root: &Path, dir: &Path, depth: usize, out: &mut Vec<Item>) -> Result<(), ReportError> {
     let raw = dir.join(RAW_DIR);
     if raw.is_dir() {
-        load_collection(root, dir, &raw, out);
+        find_collection(root, dir, &raw, out);
         return Ok(());
     }
-    if let Some(source) = DIR_SOURCES.iter().find(|s| (s.matches)(dir)) {
-        let group = group_of_dir(root, dir.parent().unwrap_or(dir));
-        match (source.load)(dir, &group, limits) {
-            Ok(p) => out.profiles.push(p),
-            Err(e) => skip(out, dir, e.to_string()),
-        }
+    if let Some(source) = DIR_SOURCES.iter().position(|s| (s.matches)(dir)) {
+        out.push(Item::Task(Task::Dir {
+            source,
+            dir: dir.to_path_buf(),
+            group: group_of_dir(root, dir.parent().unwrap_or(dir)),
+        }));
         return Ok(());
     }
     let mut entries: Vec<PathBuf> = match std::fs::read_dir(dir) {
         Ok(rd) => rd.flatten().map(|e| e.path()).collect(),
         Err(e) if depth == 0 => return Err(crate::error::io(dir)(e)),
         Err(e) => {
-            skip(out, dir, e.to_string());
+            out.push(Item::Skipped(skipped(dir, e.to_string())));
             return Ok(());
         }
     };
@@ -109,16 +215,20 @@ fn walk(
                 continue;
             }
             if depth < MAX_WALK_DEPTH {
-                walk(root, &p, depth + 1, limits, out)?;
+                walk(root, &p, depth + 1, out)?;
             }
         } else if let Some(collection) = exported.get(&p) {
-            out.notes.push(format!(
+            out.push(Item::Note(format!(
                 "{}: written by the analysis of {}, which is read from its raw data: not read twice",
                 p.display(),
                 collection.display()
-            ));
+            )));
         } else if p.is_file() {
-            load_file(&p, &group_of_dir(root, dir), limits, out, false);
+            out.push(Item::Task(Task::File {
+                group: group_of_dir(root, dir),
+                path: p,
+                explicit: false,
+            }));
         }
     }
     Ok(())
@@ -178,31 +288,45 @@ fn load_ascend_output(
 /// Keeps one of each set of profiles that hold the same trace (same content fingerprint),
 /// with a note naming the copies.
 fn drop_duplicates(out: &mut Loaded) {
-    let mut seen: std::collections::HashMap<u64, PathBuf> = std::collections::HashMap::new();
+    let fps: Vec<(u64, &Path)> = out
+        .profiles
+        .iter()
+        .map(|p| (fingerprint(p), p.source.as_path()))
+        .collect();
+    let (keep, notes) = duplicates(&fps);
+    let mut keep = keep.into_iter();
+    out.profiles.retain(|_| keep.next().unwrap_or(true));
+    out.notes.extend(notes);
+}
+
+/// Of profiles in load order, given as (fingerprint, source): which to keep (the first of
+/// each fingerprint) and a note per copy dropped.
+pub(crate) fn duplicates(fps: &[(u64, &Path)]) -> (Vec<bool>, Vec<String>) {
+    let mut seen: std::collections::HashMap<u64, &Path> = std::collections::HashMap::new();
     let mut notes = Vec::new();
-    out.profiles.retain(|p| {
-        let f = fingerprint(p);
-        match seen.get(&f) {
+    let keep = fps
+        .iter()
+        .map(|&(f, source)| match seen.get(&f) {
             Some(first) => {
                 notes.push(format!(
                     "{} holds the same trace as {}: counted once",
-                    p.source.display(),
+                    source.display(),
                     first.display()
                 ));
                 false
             }
             None => {
-                seen.insert(f, p.source.clone());
+                seen.insert(f, source);
                 true
             }
-        }
-    });
-    out.notes.extend(notes);
+        })
+        .collect();
+    (keep, notes)
 }
 
 /// A hash of what a profile holds (format, rank, trace id, time base, every event's track,
 /// name, start and duration, every memory event): equal for two copies of one trace.
-fn fingerprint(p: &crate::model::Profile) -> u64 {
+pub(crate) fn fingerprint(p: &crate::model::Profile) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = rustc_hash::FxHasher::default();
     (p.format as u8, p.rank, &p.meta.trace_id, p.origin_ns).hash(&mut h);
@@ -221,24 +345,23 @@ fn fingerprint(p: &crate::model::Profile) -> u64 {
 /// A collection: every rank file of its `rlprof_raw/`, as `rlprof analyse` reads them
 /// ([`rank_file`]): `rank_N.rlraw` is loaded, a `rank_*.rlraw` whose `*` is not a rank
 /// (`rank_-1.rlraw`, `rank_4294967296.rlraw`) is refused, any other file is not a rank file.
-fn load_collection(root: &Path, dir: &Path, raw: &Path, out: &mut Loaded) {
+fn find_collection(root: &Path, dir: &Path, raw: &Path, out: &mut Vec<Item>) {
     let group = collection_group(root, dir);
     let mut files: Vec<PathBuf> = match std::fs::read_dir(raw) {
         Ok(rd) => rd.flatten().map(|e| e.path()).collect(),
-        Err(e) => return skip(out, raw, e.to_string()),
+        Err(e) => return out.push(Item::Skipped(skipped(raw, e.to_string()))),
     };
     files.sort();
     for f in files {
         match rank_file(&f) {
-            RankFile::Rank(_) => match crate::raw_input::load_raw(&f, &group) {
-                Ok(p) => out.profiles.push(p),
-                Err(e) => skip(out, &f, e.to_string()),
-            },
-            RankFile::Invalid(why) => skip(
-                out,
+            RankFile::Rank(_) => out.push(Item::Task(Task::Raw {
+                path: f,
+                group: group.clone(),
+            })),
+            RankFile::Invalid(why) => out.push(Item::Skipped(skipped(
                 &f,
                 format!("{why}: the file is refused, not read as some rank"),
-            ),
+            ))),
             RankFile::Other => {}
         }
     }
@@ -273,7 +396,7 @@ pub fn is_torch_trace(name: &str) -> bool {
     name.ends_with(".pt.trace.json") || name.ends_with(".pt.trace.json.gz")
 }
 
-fn load_file(path: &Path, group: &str, limits: &Limits, out: &mut Loaded, explicit: bool) {
+fn load_file(path: &Path, group: &str, limits: &Limits, explicit: bool) -> Outcome {
     let fname = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -294,13 +417,14 @@ fn load_file(path: &Path, group: &str, limits: &Limits, out: &mut Loaded, explic
                 let beside_ascend = path
                     .parent()
                     .is_some_and(|d| d.join("ASCEND_PROFILER_OUTPUT").is_dir());
-                if !beside_ascend {
-                    out.notes.push(format!(
+                return if beside_ascend {
+                    Outcome::Nothing
+                } else {
+                    Outcome::Note(format!(
                         "ignored {}: JSON without trace events",
                         path.display()
-                    ));
-                }
-                return;
+                    ))
+                };
             }
             Err(e) => Err(e),
         }
@@ -310,17 +434,17 @@ fn load_file(path: &Path, group: &str, limits: &Limits, out: &mut Loaded, explic
             message: "unknown file type (expected *.rlraw or a Chrome trace *.json[.gz])".into(),
         })
     } else {
-        return;
+        return Outcome::Nothing;
     };
     match res {
-        Ok(p) => out.profiles.push(p),
-        Err(e) => skip(out, path, e.to_string()),
+        Ok(p) => Outcome::Profile(Box::new(p)),
+        Err(e) => Outcome::Skipped(skipped(path, e.to_string())),
     }
 }
 
-fn skip(out: &mut Loaded, path: &Path, reason: String) {
-    out.skipped.push(Skipped {
+fn skipped(path: &Path, reason: String) -> Skipped {
+    Skipped {
         path: path.to_path_buf(),
         reason,
-    });
+    }
 }

@@ -15,6 +15,7 @@ use crate::summary::Report;
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
 
@@ -53,7 +54,7 @@ impl Default for HtmlOptions {
 /// The ranks whose timeline the page keeps: every rank, or for a cluster (more than
 /// `opts.max_detail_ranks` distinct ranks) rank 0, the slowest and the fastest by mean busy
 /// time per step ([`crate::summary::StepRow::busy_ns`]) and `opts.ranks`.
-fn detail_ranks(report: &Report, profiles: &[Profile], opts: &HtmlOptions) -> Option<Vec<u32>> {
+fn detail_ranks(report: &Report, profiles: &[&Profile], opts: &HtmlOptions) -> Option<Vec<u32>> {
     let mut ranks: Vec<u32> = profiles.iter().map(|p| p.rank).collect();
     ranks.sort_unstable();
     ranks.dedup();
@@ -156,28 +157,68 @@ pub fn write_html(
     opts: &HtmlOptions,
     out: &mut dyn std::io::Write,
 ) -> Result<(), ReportError> {
-    let detail = detail_ranks(report, profiles, opts);
-    let shown = |p: &Profile| detail.as_ref().is_none_or(|d| d.contains(&p.rank));
-    let content: usize = profiles
+    let lights: Vec<&Profile> = profiles.iter().collect();
+    let content: Vec<usize> = profiles
         .iter()
-        .filter(|p| shown(p))
         .map(|p| p.events.iter().filter(|e| e.track.is_content()).count())
-        .sum();
-    let offsets = group_offsets(profiles);
-    let timeline = profiles
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| shown(p))
-        .map(|(i, p)| {
-            let share = if content <= opts.max_events {
-                usize::MAX
-            } else {
-                let mine = p.events.iter().filter(|e| e.track.is_content()).count();
-                (opts.max_events as f64 * mine as f64 / content as f64) as usize
-            };
-            timeline_of(i, p, share, offsets[i])
-        })
         .collect();
+    write_page(
+        report,
+        &lights,
+        &content,
+        &|i| Ok(Cow::Borrowed(&profiles[i])),
+        opts,
+        out,
+    )
+}
+
+/// [`write_html`] of a report made by [`crate::summary::summarise_path`]: the profiles whose
+/// timeline the page shows are the ones kept, or are read again one at a time.
+pub fn write_html_summarised(
+    s: &crate::summary::Summarised,
+    opts: &HtmlOptions,
+    out: &mut dyn std::io::Write,
+) -> Result<(), ReportError> {
+    let lights: Vec<&Profile> = s.inputs.iter().map(|i| &i.light).collect();
+    let content: Vec<usize> = s.inputs.iter().map(|i| i.content_events).collect();
+    write_page(&s.report, &lights, &content, &|i| s.profile(i), opts, out)
+}
+
+/// Input `i`'s profile, with its events.
+type Fetch<'a> = dyn Fn(usize) -> Result<Cow<'a, Profile>, ReportError> + 'a;
+
+/// The page of `report`, whose inputs are `lights` (their metadata) with `content` events
+/// each; `fetch` gives a shown input's profile.
+fn write_page<'a>(
+    report: &Report,
+    lights: &[&Profile],
+    content: &[usize],
+    fetch: &Fetch<'a>,
+    opts: &HtmlOptions,
+    out: &mut dyn std::io::Write,
+) -> Result<(), ReportError> {
+    let detail = detail_ranks(report, lights, opts);
+    let shown = |p: &Profile| detail.as_ref().is_none_or(|d| d.contains(&p.rank));
+    let total: usize = lights
+        .iter()
+        .zip(content)
+        .filter(|(p, _)| shown(p))
+        .map(|(_, n)| n)
+        .sum();
+    let offsets = group_offsets(lights);
+    let mut timeline = Vec::new();
+    for (i, light) in lights.iter().enumerate() {
+        if !shown(light) {
+            continue;
+        }
+        let share = if total <= opts.max_events {
+            usize::MAX
+        } else {
+            (opts.max_events as f64 * content[i] as f64 / total as f64) as usize
+        };
+        let p = fetch(i)?;
+        timeline.push(timeline_of(i, &p, share, offsets[i]));
+    }
     let io = |e| ReportError::Json(serde_json::Error::io(e));
     let mut w = std::io::BufWriter::with_capacity(1 << 16, out);
     w.write_all(page_head().as_bytes()).map_err(io)?;
@@ -303,7 +344,7 @@ fn page_tail() -> String {
 }
 
 /// Per profile: its origin relative to the earliest origin of its group.
-fn group_offsets(profiles: &[Profile]) -> Vec<i64> {
+fn group_offsets(profiles: &[&Profile]) -> Vec<i64> {
     let mut min: HashMap<&str, u64> = HashMap::new();
     for p in profiles {
         let m = min.entry(p.group.as_str()).or_insert(u64::MAX);

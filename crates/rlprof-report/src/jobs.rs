@@ -36,8 +36,21 @@ pub struct JobGroup {
 
 /// Groups profiles into jobs; returns the jobs and each profile's job index.
 pub fn group(profiles: &[Profile]) -> (Vec<JobGroup>, Vec<usize>) {
+    let refs: Vec<&Profile> = profiles.iter().collect();
+    let extents: Vec<(i64, i64)> = profiles.iter().map(Profile::extent).collect();
+    group_light(&refs, &extents)
+}
+
+/// [`group`] of profiles given with their [`Profile::extent`]s: the grouping reads only the
+/// profiles' metadata, so their events may have been dropped
+/// ([`crate::summary::digest::Digest::light`]).
+pub fn group_light(profiles: &[&Profile], extents: &[(i64, i64)]) -> (Vec<JobGroup>, Vec<usize>) {
     let n = profiles.len();
-    let info: Vec<Info> = profiles.iter().map(Info::of).collect();
+    let info: Vec<Info> = profiles
+        .iter()
+        .zip(extents)
+        .map(|(p, &e)| Info::of(p, e))
+        .collect();
     let mut parent: Vec<usize> = (0..n).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
         while parent[i] != i {
@@ -48,7 +61,7 @@ pub fn group(profiles: &[Profile]) -> (Vec<JobGroup>, Vec<usize>) {
     }
     for a in 0..n {
         for b in a + 1..n {
-            if same_job(&profiles[a], &info[a], &profiles[b], &info[b]) {
+            if same_job(profiles[a], &info[a], profiles[b], &info[b]) {
                 let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
                 parent[ra.max(rb)] = ra.min(rb);
             }
@@ -94,9 +107,8 @@ struct Info {
 }
 
 impl Info {
-    fn of(p: &Profile) -> Info {
+    fn of(p: &Profile, (lo, hi): (i64, i64)) -> Info {
         let run = (p.format == SourceFormat::RlprofRaw).then(|| rlprof_run(&p.source));
-        let (lo, hi) = p.extent();
         let window = (lo != 0 || hi != 0).then(|| {
             (
                 p.origin_ns as i128 + lo as i128,

@@ -497,3 +497,89 @@ fn a_cluster_page_keeps_detail_for_a_subset_of_ranks() {
     .unwrap();
     assert!(!all.contains("\"detail_ranks\""));
 }
+
+/// The report of a tree read one input at a time ([`rlprof_report::summary::summarise_path`]:
+/// each rank dropped once summarised) equals the report of the tree loaded whole, on a tree that
+/// mixes layouts, jobs, discrete collections, a copy of a trace and an unreadable file; and its
+/// page, whose shown ranks are read again, holds the same timelines.
+#[test]
+fn a_tree_summarised_input_by_input_equals_the_tree_loaded_whole() {
+    use rlprof_report::summary::{Keep, summarise_path};
+    let tmp = tempfile::tempdir().unwrap();
+    for rank in 0..20u32 {
+        let dur = 300 + 37 * rank;
+        let trace = format!(
+            r#"{{"distributedInfo": {{"rank": {rank}, "world_size": 20}}, "traceEvents": [
+ {{"ph":"X","cat":"cpu_op","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":{step}}},
+ {{"ph":"X","cat":"user_annotation","name":"actor_update","pid":1,"tid":1,"ts":5,"dur":{dur}}},
+ {{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":6,"dur":{mm}}},
+ {{"ph":"X","cat":"kernel","name":"MatMul","pid":2,"tid":7,"ts":10,"dur":{dur}}},
+ {{"ph":"X","cat":"kernel","name":"ncclKernel_AllReduce_RING_LL_Sum_float","pid":2,"tid":8,"ts":20,"dur":{ar},
+   "args":{{"Collective name":"allreduce","In msg nelems":1024,"Group size":20,"dtype":"Float"}}}}]}}"#,
+            step = dur + 100,
+            mm = dur / 2,
+            ar = 40 + rank
+        );
+        let d = tmp.path().join("gpu").join(format!("rank{rank}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(format!("r{rank}.pt.trace.json")), &trace).unwrap();
+        if rank == 3 {
+            // A copy, counted once.
+            std::fs::write(d.join("copy.pt.trace.json"), &trace).unwrap();
+        }
+    }
+    std::fs::write(
+        tmp.path().join("gpu").join("broken.pt.trace.json"),
+        "{\"traceEvents\": [",
+    )
+    .unwrap();
+    let npu = tmp.path().join("npu");
+    for rank in 0..3u32 {
+        text_rank(
+            &npu,
+            rank,
+            true,
+            3,
+            &[("kernel_details.csv", back_to_back(4 + rank as u64))],
+        );
+    }
+    let limits = Default::default();
+    let loaded = load(tmp.path(), &limits).unwrap();
+    let whole = summarise(&loaded);
+    let s = summarise_path(tmp.path(), &limits, Keep::None).unwrap();
+    assert!(s.inputs.len() > 16, "more inputs than a page keeps");
+    // Op rows that tie on every sort key may come in either order: compare them as sets.
+    let canonical = |r: &Report| {
+        let mut v = serde_json::to_value(r).unwrap();
+        for key in ["ops", "top"] {
+            let rows = v[key].as_array_mut().unwrap();
+            rows.sort_by_key(|x| x.to_string());
+        }
+        v
+    };
+    assert_eq!(canonical(&s.report), canonical(&whole));
+    assert_eq!(whole.skipped.len(), 1, "{:?}", whole.skipped);
+    assert!(
+        whole.notes.iter().any(|n| n.contains("counted once")),
+        "{:?}",
+        whole.notes
+    );
+    assert!(whole.jobs.len() >= 2, "GPU and NPU jobs apart");
+
+    let opts = rlprof_report::HtmlOptions::default();
+    let page = |html: &str| -> serde_json::Value {
+        let json = html
+            .split("id=\"rlprof-data\">")
+            .nth(1)
+            .and_then(|t| t.split("</script>").next())
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        serde_json::json!({"timeline": v["timeline"], "detail_ranks": v["detail_ranks"]})
+    };
+    let mut again = Vec::new();
+    rlprof_report::html::write_html_summarised(&s, &opts, &mut again).unwrap();
+    let from_loaded = rlprof_report::render_html(&whole, &loaded.profiles, &opts).unwrap();
+    let (a, b) = (page(&String::from_utf8(again).unwrap()), page(&from_loaded));
+    assert!(a["timeline"].as_array().is_some_and(|t| !t.is_empty()));
+    assert_eq!(a, b);
+}

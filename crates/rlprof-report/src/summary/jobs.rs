@@ -7,25 +7,19 @@ use crate::jobs::JobGroup;
 use crate::model::{Profile, Track};
 use std::collections::BTreeMap;
 
-/// Per job and rank: files, device figures, steps.
+/// Per job and rank: files, device figures (summed over the rank's profiles), steps.
 pub(super) fn job_reports(
-    profiles: &[Profile],
     groups: &[JobGroup],
-    unions: &[crate::device::Unions],
-    cann: &[Vec<CannStepRow>],
+    digests: &[super::digest::Digest],
 ) -> Vec<JobReport> {
-    let figures: Vec<Figures> = profiles
-        .iter()
-        .zip(unions)
-        .map(|(p, u)| Figures::from_unions(p, u))
-        .collect();
     groups
         .iter()
         .map(|g| {
             let mut ranks: BTreeMap<u32, RankReport> = BTreeMap::new();
             let mut sums: BTreeMap<u32, Figures> = BTreeMap::new();
             for &i in &g.profiles {
-                let p = &profiles[i];
+                let d = &digests[i];
+                let p = &d.light;
                 let r = ranks.entry(p.rank).or_insert_with(|| RankReport {
                     rank: p.rank,
                     files: Vec::new(),
@@ -38,8 +32,8 @@ pub(super) fn job_reports(
                 });
                 r.files.push(p.source.clone());
                 r.profiles.push(i);
-                r.steps.extend(steps_of(p, &cann[i]));
-                sums.entry(p.rank).or_default().add(&figures[i]);
+                r.steps.extend(d.steps.iter().cloned());
+                sums.entry(p.rank).or_default().add(&d.figures);
             }
             for (rank, r) in ranks.iter_mut() {
                 let f = &sums[rank];
@@ -64,7 +58,7 @@ pub(super) fn job_reports(
 /// A profile's steps: its step ranges; else the steps it names without ranges (a step number
 /// of `kernel_details.csv`, a row of CANN's step table), each lasting its CANN `Stage` where the
 /// producer wrote one.
-fn steps_of(p: &Profile, cann: &[CannStepRow]) -> Vec<StepDur> {
+pub(super) fn steps_of(p: &Profile, cann: &[CannStepRow]) -> Vec<StepDur> {
     let ranged: Vec<StepDur> = p
         .events
         .iter()

@@ -19,13 +19,14 @@ mod assemble;
 pub mod cann;
 pub mod comm;
 mod compare;
+pub mod digest;
 mod inputs;
 mod jobs;
 mod memory;
 mod ops;
 mod steps;
 
-pub use assemble::summarise;
+pub use assemble::{Keep, Summarised, SummarisedInput, summarise, summarise_path};
 pub use compare::compare;
 pub use ops::self_times;
 

@@ -60,8 +60,9 @@ impl Roles {
     }
 }
 
-#[derive(Default, Clone, Copy)]
-struct Acc {
+/// Calls, total, self and longest time of one op row.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Acc {
     count: u64,
     total: u64,
     selft: u64,
@@ -83,57 +84,123 @@ impl Acc {
     }
 }
 
-pub(super) fn op_tables(
-    profiles: &[Profile],
-    jobs: &[&str],
-    selfs: &[Vec<i64>],
-    notes: &mut Vec<String>,
-) -> (Vec<OpRow>, Vec<TopRow>) {
-    type Key = (String, Track, String, u32, String);
-    let mut rows: HashMap<Key, Acc> = HashMap::new();
-    for ((p, s), job) in profiles.iter().zip(selfs).zip(jobs) {
-        let roles = Roles::new(p);
-        let mut local: FxHashMap<(Track, u32, u32), Acc> = FxHashMap::default();
-        for (e, &st) in p.events.iter().zip(s) {
-            if e.track.is_content() {
-                local
-                    .entry((e.track, e.name, roles.at(e.start)))
-                    .or_default()
-                    .add(e.dur, st);
-            }
-        }
-        for ((track, name, role), acc) in local {
-            let role = if role == NONE { "-" } else { p.str(role) };
-            rows.entry((
-                job.to_string(),
-                track,
-                display_name(p.str(name)).into_owned(),
-                p.rank,
-                role.to_string(),
-            ))
-            .or_default()
-            .merge(&acc);
+/// One profile's op statistics per (track, name as shown, role call); its rank and job are the
+/// profile's. Names are kept once per profile, rows refer to them by index: a rank's digest
+/// holds hundreds of rows over far fewer names, and a cluster's report holds a digest per rank.
+#[derive(Debug, Default)]
+pub(super) struct ProfileOps {
+    names: Vec<String>,
+    /// (track, name, role call, statistics); the role `-` when outside every role call.
+    rows: Vec<(Track, u32, u32, Acc)>,
+}
+
+/// A profile's op statistics ([`ProfileOps`]), from its events and their self times.
+pub(super) fn profile_ops(p: &Profile, selfs: &[i64]) -> ProfileOps {
+    let roles = Roles::new(p);
+    let mut local: FxHashMap<(Track, u32, u32), Acc> = FxHashMap::default();
+    for (e, &st) in p.events.iter().zip(selfs) {
+        if e.track.is_content() {
+            local
+                .entry((e.track, e.name, roles.at(e.start)))
+                .or_default()
+                .add(e.dur, st);
         }
     }
-    let mut totals: HashMap<(String, Track, String), Acc> = HashMap::new();
-    let mut track_self: HashMap<(String, Track), u64> = HashMap::new();
-    for ((job, track, name, _, _), acc) in &rows {
-        totals
-            .entry((job.clone(), *track, name.clone()))
-            .or_default()
-            .merge(acc);
-        *track_self.entry((job.clone(), *track)).or_default() += acc.selft;
+    let mut ids: HashMap<String, u32> = HashMap::new();
+    let mut out = ProfileOps::default();
+    let mut id = |s: std::borrow::Cow<'_, str>| -> u32 {
+        if let Some(&i) = ids.get(s.as_ref()) {
+            return i;
+        }
+        let i = out.names.len() as u32;
+        out.names.push(s.to_string());
+        ids.insert(s.into_owned(), i);
+        i
+    };
+    let mut named: FxHashMap<(Track, u32, u32), Acc> = FxHashMap::default();
+    for ((track, name, role), acc) in local {
+        let role = if role == NONE { "-" } else { p.str(role) };
+        let key = (track, id(display_name(p.str(name))), id(role.into()));
+        named.entry(key).or_default().merge(&acc);
+    }
+    out.rows = named
+        .into_iter()
+        .map(|((t, n, r), a)| (t, n, r, a))
+        .collect();
+    out.names.shrink_to_fit();
+    out
+}
+
+/// The op rows per (job, track, name, rank, role) and the per-job top table, from each
+/// profile's [`ProfileOps`] with its job and rank.
+///
+/// Rows of different ranks never add up, so the profiles are merged a rank at a time, and of
+/// the rows only the [`MAX_OP_ROWS`] kept are held (a bounded heap): a cluster's merge holds a
+/// rank's rows, the kept rows and the per-name totals, not every rank's rows at once.
+pub(super) fn op_tables<'a>(
+    parts: impl Iterator<Item = (&'a str, u32, &'a ProfileOps)>,
+    notes: &mut Vec<String>,
+) -> (Vec<OpRow>, Vec<TopRow>) {
+    use std::cmp::Reverse;
+    use std::collections::{BTreeMap, BinaryHeap};
+    let mut by_rank: BTreeMap<(&'a str, u32), Vec<&'a ProfileOps>> = BTreeMap::new();
+    for (job, rank, ops) in parts {
+        by_rank.entry((job, rank)).or_default().push(ops);
+    }
+    // A row in the table's order (most self time first, then name, rank, role; job and track
+    // only break exact ties), with its other figures.
+    type Kept<'a> = (
+        Reverse<u64>,
+        &'a str,
+        u32,
+        &'a str,
+        &'a str,
+        Track,
+        [u64; 3],
+    );
+    let mut kept: BinaryHeap<Kept<'a>> = BinaryHeap::new();
+    let mut all_rows = 0usize;
+    let mut totals: HashMap<(&str, Track, &str), Acc> = HashMap::new();
+    let mut track_self: HashMap<(&str, Track), u64> = HashMap::new();
+    for ((job, rank), profiles) in by_rank {
+        // Names are borrowed from the digests: nothing is copied until the rows kept.
+        let mut rows: HashMap<(Track, &'a str, &'a str), Acc> = HashMap::new();
+        for ops in profiles {
+            for &(track, name, role, acc) in &ops.rows {
+                let (name, role) = (&ops.names[name as usize], &ops.names[role as usize]);
+                rows.entry((track, name.as_str(), role.as_str()))
+                    .or_default()
+                    .merge(&acc);
+            }
+        }
+        all_rows += rows.len();
+        for ((track, name, role), acc) in rows {
+            totals.entry((job, track, name)).or_default().merge(&acc);
+            *track_self.entry((job, track)).or_default() += acc.selft;
+            kept.push((
+                Reverse(acc.selft),
+                name,
+                rank,
+                role,
+                job,
+                track,
+                [acc.count, acc.total, acc.max],
+            ));
+            if kept.len() > MAX_OP_ROWS {
+                kept.pop();
+            }
+        }
     }
     let mut top: Vec<TopRow> = totals
         .into_iter()
         .map(|((job, kind, name), a)| TopRow {
-            share: match track_self[&(job.clone(), kind)] {
+            share: match track_self[&(job, kind)] {
                 0 => 0.0,
                 t => a.selft as f64 / t as f64,
             },
-            job,
+            job: job.to_string(),
             kind,
-            name,
+            name: name.to_string(),
             count: a.count,
             total_ns: a.total,
             self_ns: a.selft,
@@ -142,29 +209,27 @@ pub(super) fn op_tables(
         })
         .collect();
     top.sort_by(|a, b| (b.self_ns, &a.name, a.kind).cmp(&(a.self_ns, &b.name, b.kind)));
-    let mut ops: Vec<OpRow> = rows
-        .into_iter()
-        .map(|((job, kind, name, rank, role), a)| OpRow {
-            job,
-            kind,
-            name,
-            rank,
-            role,
-            count: a.count,
-            total_ns: a.total,
-            self_ns: a.selft,
-            max_ns: a.max,
-        })
-        .collect();
-    ops.sort_by(|a, b| {
-        (b.self_ns, &a.name, a.rank, &a.role).cmp(&(a.self_ns, &b.name, b.rank, &b.role))
-    });
-    if ops.len() > MAX_OP_ROWS {
+    if all_rows > MAX_OP_ROWS {
         notes.push(format!(
-            "op table: {} (job, track, name, rank, role) rows; the {MAX_OP_ROWS} with the most self time are listed",
-            ops.len()
+            "op table: {all_rows} (job, track, name, rank, role) rows; the {MAX_OP_ROWS} with the most self time are listed"
         ));
-        ops.truncate(MAX_OP_ROWS);
     }
+    let ops = kept
+        .into_sorted_vec()
+        .into_iter()
+        .map(
+            |(Reverse(self_ns), name, rank, role, job, kind, [count, total_ns, max_ns])| OpRow {
+                job: job.to_string(),
+                kind,
+                name: name.to_string(),
+                rank,
+                role: role.to_string(),
+                count,
+                total_ns,
+                self_ns,
+                max_ns,
+            },
+        )
+        .collect();
     (ops, top)
 }
