@@ -133,7 +133,7 @@ pub fn summarise_path(path: &Path, limits: &Limits, keep: Keep) -> Result<Summar
     let mut inputs = Vec::with_capacity(found.len());
     for (d, task, full) in found {
         inputs.push(SummarisedInput {
-            light: light_copy(&d.light),
+            light: super::digest::light(&d.light),
             content_events: d.content_events,
             task,
             full,
@@ -145,12 +145,4 @@ pub fn summarise_path(path: &Path, limits: &Limits, keep: Keep) -> Result<Summar
         inputs,
         limits: *limits,
     })
-}
-
-fn light_copy(p: &Profile) -> Profile {
-    let mut l = Profile::new(p.source.clone(), p.format, p.rank, p.group.clone());
-    l.steps = p.steps.clone();
-    l.origin_ns = p.origin_ns;
-    l.meta = p.meta.clone();
-    l
 }

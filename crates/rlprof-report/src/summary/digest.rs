@@ -20,8 +20,8 @@ use crate::roles::RoleClass;
 /// profile 0 until [`merge`] numbers them.
 #[derive(Debug)]
 pub struct Digest {
-    /// The profile without its events and memory (source, format, rank, group, steps, origin,
-    /// metadata, tables, notes).
+    /// The profile without its events, memory, tables and notes (source, format, rank,
+    /// group, steps, origin, metadata: what grouping reads; the input row holds the rest).
     pub light: Profile,
     /// [`Profile::extent`].
     pub extent: (i64, i64),
@@ -43,13 +43,11 @@ pub struct Digest {
 }
 
 /// The profile without what [`Digest::light`] leaves out.
-fn light(p: &Profile) -> Profile {
+pub(super) fn light(p: &Profile) -> Profile {
     let mut l = Profile::new(p.source.clone(), p.format, p.rank, p.group.clone());
     l.steps = p.steps.clone();
     l.origin_ns = p.origin_ns;
     l.meta = p.meta.clone();
-    l.tables = p.tables.clone();
-    l.notes = p.notes.clone();
     l
 }
 
