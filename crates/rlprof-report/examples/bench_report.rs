@@ -1,6 +1,7 @@
 //! Report generation on a large collection: `cargo run --release -p rlprof-report --example
 //! bench_report -- EVENTS` (default 10 M). Records EVENTS events (ops, nested ops, kernels) with
-//! the profiler API into a temporary save_path, then times loading, summarising and rendering.
+//! the profiler API into a temporary save_path (or `BENCH_SAVE`, which is kept, for timing
+//! `rlprof report` on it from outside), then times loading, summarising and rendering.
 
 use rlprof_profiler::plan::*;
 use rlprof_profiler::{NameId, Profiler, kernel, name, now, op, phase};
@@ -19,8 +20,10 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(10_000_000);
-    let dir = tempfile::tempdir().unwrap();
-    let profiler = Profiler::new(plan(dir.path()));
+    let tmp = tempfile::tempdir().unwrap();
+    let kept = std::env::var_os("BENCH_SAVE").map(std::path::PathBuf::from);
+    let dir = kept.as_deref().unwrap_or(tmp.path());
+    let profiler = Profiler::new(plan(dir));
     let rank = profiler.rank(0);
     let t = Instant::now();
     {
@@ -51,7 +54,7 @@ fn main() {
         t.elapsed().as_secs_f64()
     );
     let t = Instant::now();
-    let loaded = rlprof_report::load(dir.path(), &Default::default()).unwrap();
+    let loaded = rlprof_report::load(dir, &Default::default()).unwrap();
     let t_load = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let report = rlprof_report::summarise(&loaded);

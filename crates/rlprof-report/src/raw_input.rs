@@ -53,6 +53,10 @@ pub fn load_raw(path: &Path, group: &str) -> Result<Profile, ReportError> {
     p.meta.world_size = Some(idx.meta.world_size);
     p.origin_ns = idx.first_calibration.map_or(0, |c| c.wall_ns);
     add_notes(&mut p, &idx);
+    // At most one event per record: reserved once, so the buffer never doubles past it (the
+    // events of a large collection are most of a report's memory).
+    p.events
+        .reserve_exact((idx.valid_bytes / rlprof_profiler::record::RECORD_SIZE as u64) as usize);
     let mut st = State::default();
     idx.replay(
         bytes.bytes(),
@@ -63,6 +67,9 @@ pub fn load_raw(path: &Path, group: &str) -> Result<Profile, ReportError> {
     p.notes
         .extend(idx.record_warnings().iter().map(|w| w.to_string()));
     finish(&mut p, st, &idx);
+    // The file's pages are let go before the events are sorted (which copies them).
+    drop((idx, bytes));
+    p.sort();
     Ok(p)
 }
 
@@ -206,5 +213,4 @@ fn finish(p: &mut Profile, st: State, idx: &RawIndex) {
                 .unwrap_or_else(|| format!("thread {t}"))
         })
         .collect();
-    p.sort();
 }

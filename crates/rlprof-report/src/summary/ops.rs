@@ -9,14 +9,18 @@ use std::collections::HashMap;
 /// Self time of every event (same order as `p.events`).
 pub fn self_times(p: &Profile) -> Vec<i64> {
     let mut selfs: Vec<i64> = p.events.iter().map(|e| e.dur).collect();
-    let mut by_lane: FxHashMap<(Track, u32), Vec<usize>> = FxHashMap::default();
+    // Event indices as u32 (a profile holds fewer than 2^32 events: the readers' caps).
+    let mut by_lane: FxHashMap<(Track, u32), Vec<u32>> = FxHashMap::default();
     for (i, e) in p.events.iter().enumerate() {
-        by_lane.entry((e.track, e.thread)).or_default().push(i);
+        by_lane
+            .entry((e.track, e.thread))
+            .or_default()
+            .push(i as u32);
     }
     for idx in by_lane.values() {
         // `p.events` is sorted by (track, start, longer first), so each lane is too.
         let mut stack: Vec<usize> = Vec::new();
-        for &i in idx {
+        for i in idx.iter().map(|&i| i as usize) {
             let e = p.events[i];
             while stack.last().is_some_and(|&t| p.events[t].end() <= e.start) {
                 stack.pop();
