@@ -51,17 +51,27 @@ pub(super) fn light(p: &Profile) -> Profile {
     l
 }
 
-/// Summarises one profile.
+/// Summarises one profile: the op tables on one thread, the rest on another (a single large
+/// profile is summarised on both cores, as a tree's profiles are in parallel).
 pub fn digest(p: &Profile) -> Digest {
-    let unions = crate::device::class_unions(p);
     let one = std::slice::from_ref(p);
+    let (ops, (unions, memory, comm, coverage)) = rayon::join(
+        || profile_ops(p, &self_times(p)),
+        || {
+            let memory = [(&p.memory, "device"), (&p.host_memory, "host")]
+                .into_iter()
+                .filter(|(m, _)| !m.is_empty())
+                .map(|(m, kind)| super::memory::memory(0, p, m, kind))
+                .collect::<Vec<_>>();
+            (
+                crate::device::class_unions(p),
+                memory,
+                super::comm::comm(one),
+                crate::coverage::op_coverage(one),
+            )
+        },
+    );
     let cann = super::cann::cann_steps(p, "", 0, &unions);
-    let selfs = self_times(p);
-    let memory = [(&p.memory, "device"), (&p.host_memory, "host")]
-        .into_iter()
-        .filter(|(m, _)| !m.is_empty())
-        .map(|(m, kind)| super::memory::memory(0, p, m, kind))
-        .collect();
     let has_step_events = p.events.iter().any(|e| e.track == Track::Step);
     Digest {
         light: light(p),
@@ -76,10 +86,10 @@ pub fn digest(p: &Profile) -> Digest {
         figures: Figures::from_unions(p, &unions),
         steps: super::jobs::steps_of(p, &cann),
         rows: super::steps::profile_rows(p, &unions),
-        ops: profile_ops(p, &selfs),
+        ops,
         memory,
-        comm: super::comm::comm(one),
-        coverage: crate::coverage::op_coverage(one),
+        comm,
+        coverage,
         input: super::inputs::input_of(0, p),
         cann,
     }
