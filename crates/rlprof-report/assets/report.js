@@ -424,7 +424,31 @@
       s.appendChild(el('p', 'no memory events recorded (' + (torch ? 'record them with torch.profiler.profile(profile_memory=True)' : 'enable the memory content') + ')', 'muted'));
       return;
     }
+    // Many profiles (a cluster): one sortable table of the peaks, each profile's curve and
+    // live-at-peak table built when its entry is opened.
+    var lazy = R.memory.length > 20;
+    if (lazy) {
+      s.appendChild(sortableTable([{ name: 'rank', key: function (r) { return r.rank; } },
+        { name: 'collection', key: function (r) { return R.inputs[r.profile].group; }, left: true },
+        { name: 'kind', key: function (r) { return r.kind; }, left: true },
+        { name: 'peak', key: function (r) { return r.peak_bytes; }, fmt: fmtBytes },
+        { name: 'at', key: function (r) { return r.peak_since_start_ns; }, fmt: fmtNs }],
+        R.memory.slice().sort(function (a, b) { return b.peak_bytes - a.peak_bytes; }), 200));
+    }
     R.memory.forEach(function (m) {
+      var holder = s;
+      if (lazy) {
+        holder = el('details', null, 'lazy-memory');
+        holder.appendChild(el('summary', 'rank ' + m.rank + ' · ' + R.inputs[m.profile].group + ' · ' + m.kind + ': peak ' + fmtBytes(m.peak_bytes)));
+        holder.addEventListener('toggle', function () { if (holder.open && !holder.dataset.filled) { holder.dataset.filled = '1'; memoryDetail(holder, m); } });
+        s.appendChild(holder);
+      } else {
+        memoryDetail(holder, m);
+      }
+    });
+  }
+
+  function memoryDetail(s, m) {
       var inp = R.inputs[m.profile];
       s.appendChild(el('h3', 'rank ' + m.rank + ' · ' + inp.group + ' · ' + m.kind + ' memory: peak ' + fmtBytes(m.peak_bytes) + ' at ' + fmtNs(m.peak_since_start_ns) + ' into the profile' +
         ' (' + (m.baseline === 'producer_total' ? 'total allocated as reported' : 'counted from the collection start') + ')'));
@@ -441,7 +465,6 @@
       s.appendChild(el('p', 'live at the peak, by op:'));
       s.appendChild(sortableTable([{ name: 'op', key: function (r) { return r.op; }, left: true },
         { name: 'bytes', key: function (r) { return r.bytes; }, fmt: fmtBytes }, { name: 'allocations', key: function (r) { return r.count; } }], m.at_peak));
-    });
   }
 
   function renderComm() {
@@ -472,12 +495,23 @@
     var any = R.inputs.some(function (i) { return i.tables.length; });
     if (!any) return;
     var s = section('foreign', 'Producer tables');
+    // Many inputs (a cluster): each input's tables are built when its entry is opened, so the
+    // page does not lay out thousands of tables before it shows anything.
+    var lazy = R.inputs.length > 20;
     R.inputs.forEach(function (i) {
-      i.tables.forEach(function (t) {
-        s.appendChild(el('h3', 'rank ' + i.rank + ' · ' + t.title));
-        var cols = t.columns.map(function (c, k) { return { name: c, key: function (r) { return r[k]; }, left: k === 0 }; });
-        s.appendChild(sortableTable(cols, t.rows, 200));
-      });
+      if (!i.tables.length) return;
+      var fill = function (holder) {
+        i.tables.forEach(function (t) {
+          holder.appendChild(el('h3', 'rank ' + i.rank + ' · ' + t.title));
+          var cols = t.columns.map(function (c, k) { return { name: c, key: function (r) { return r[k]; }, left: k === 0 }; });
+          holder.appendChild(sortableTable(cols, t.rows, 200));
+        });
+      };
+      if (!lazy) { fill(s); return; }
+      var d = el('details', null, 'lazy-tables');
+      d.appendChild(el('summary', 'rank ' + i.rank + ' · ' + i.group + ': ' + i.tables.length + ' table(s)'));
+      d.addEventListener('toggle', function () { if (d.open && !d.dataset.filled) { d.dataset.filled = '1'; fill(d); } });
+      s.appendChild(d);
     });
   }
 

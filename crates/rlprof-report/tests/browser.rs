@@ -65,3 +65,55 @@ fn the_report_opens_in_chromium_and_a_clicked_event_shows_its_details() {
     );
     eprintln!("{say}screenshot: {}", shot.display());
 }
+
+/// A cluster of 64 ranks (PyTorch traces with memory events), read one rank at a time and its
+/// page written with its shown ranks read again: the page opens on the overview (the time is
+/// printed) and builds each rank's memory detail only when asked.
+#[test]
+#[ignore = "needs /usr/bin/chromium and node with playwright-core (NODE_PATH)"]
+fn a_cluster_page_opens_on_its_overview_and_builds_rank_detail_on_demand() {
+    let tmp = tempfile::tempdir().unwrap();
+    for rank in 0..64u32 {
+        let dur = 400 + 13 * rank;
+        let trace = format!(
+            r#"{{"distributedInfo": {{"rank": {rank}, "world_size": 64}}, "traceEvents": [
+ {{"ph":"X","cat":"cpu_op","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":{step}}},
+ {{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":5,"dur":{dur}}},
+ {{"ph":"X","cat":"kernel","name":"MatMul","pid":2,"tid":7,"ts":10,"dur":{dur}}},
+ {{"ph":"i","name":"[memory]","pid":1,"tid":1,"ts":6,"args":{{"Bytes":4096,"Addr":1,"Total Allocated":{a}}}}},
+ {{"ph":"i","name":"[memory]","pid":1,"tid":1,"ts":9,"args":{{"Bytes":-4096,"Addr":1,"Total Allocated":{b}}}}}]}}"#,
+            step = dur + 100,
+            a = 8192 + rank,
+            b = 4096 + rank
+        );
+        let d = tmp.path().join(format!("rank{rank}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(format!("r{rank}.pt.trace.json")), trace).unwrap();
+    }
+    let s = rlprof_report::summary::summarise_path(
+        tmp.path(),
+        &Limits::default(),
+        rlprof_report::summary::Keep::None,
+    )
+    .unwrap();
+    assert_eq!(s.report.memory.len(), 64);
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let page = out.join("rlprof_report_cluster.html");
+    let mut f = std::fs::File::create(&page).unwrap();
+    rlprof_report::html::write_html_summarised(&s, &HtmlOptions::default(), &mut f).unwrap();
+    drop(f);
+    let node_path =
+        std::env::var("NODE_PATH").unwrap_or_else(|_| "/opt/rlprof-node/node_modules".into());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/cluster.js");
+    let res = std::process::Command::new("node")
+        .arg(&script)
+        .arg(&page)
+        .env("NODE_PATH", node_path)
+        .output()
+        .expect("node must be installed for the browser test");
+    let say =
+        String::from_utf8_lossy(&res.stdout).to_string() + &String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "browser check failed:\n{say}");
+    assert!(say.contains("cluster browser check passed"), "{say}");
+    eprintln!("{say}");
+}
