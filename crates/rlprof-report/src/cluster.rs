@@ -170,7 +170,7 @@ fn ms(ns: u64) -> f64 {
 /// Reads `path` as `report` does (an unreadable rank is skipped with a warning, never stops
 /// the others; each rank dropped once summarised) and gives its cluster view.
 pub fn analyse(path: &Path, limits: &crate::Limits) -> Result<ClusterReport, ReportError> {
-    let s = crate::summary::summarise_path(path, limits, crate::summary::Keep::None)?;
+    let s = crate::summary::summarise_path(path, limits, crate::summary::Keep::FiguresOnly)?;
     for s in &s.report.skipped {
         tracing::warn!("rank skipped: {}: {}", s.path.display(), s.reason);
     }

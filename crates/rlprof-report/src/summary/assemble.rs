@@ -21,8 +21,11 @@ pub fn summarise(loaded: &Loaded) -> Report {
 /// Which profiles [`summarise_path`] keeps besides their digests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keep {
-    /// None: each input is dropped once summarised (text, JSON, the cluster view).
+    /// None: each input is dropped once summarised (text, JSON).
     None,
+    /// None, and not the producers' own tables of each input either (the cluster view, which
+    /// shows neither: a text-layout rank's CANN tables are most of its digest).
+    FiguresOnly,
     /// All of them, when there are at most this many inputs (a page's timelines then need no
     /// second read); else none, and a page reads again the inputs it shows
     /// ([`Summarised::profile`]).
@@ -95,7 +98,10 @@ pub fn summarise_path(path: &Path, limits: &Limits, keep: Keep) -> Result<Summar
         .map(|item| match item {
             Item::Task(t) => match t.load(limits) {
                 Outcome::Profile(p) => {
-                    let d = digest(&p);
+                    let mut d = digest(&p);
+                    if keep == Keep::FiguresOnly {
+                        d.drop_tables();
+                    }
                     Done::Profile(Box::new((d, t, keep_all.then_some(*p))))
                 }
                 Outcome::Skipped(s) => Done::Skipped(s),

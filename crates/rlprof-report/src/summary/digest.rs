@@ -42,6 +42,13 @@ pub struct Digest {
     input: Input,
 }
 
+impl Digest {
+    /// Leaves out the producer's own tables ([`Input::tables`]).
+    pub fn drop_tables(&mut self) {
+        self.input.tables = Vec::new();
+    }
+}
+
 /// The profile without what [`Digest::light`] leaves out.
 pub(super) fn light(p: &Profile) -> Profile {
     let mut l = Profile::new(p.source.clone(), p.format, p.rank, p.group.clone());
