@@ -84,14 +84,6 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
         applies: |p| tool_is(p, Tool::Npu),
     },
     Difference {
-        id: "nvtx-colours",
-        verl: "NVTX ranges carry colours (`actor_update` red, `actor_compute_log_prob` blue, `ref_compute_log_prob` olive, `train_batch` red).",
-        rlprof: "NVTX ranges carry verl's stage names, in Nsight's default colours.",
-        why: "the `nvtx` crate rlprof builds on has no colour attribute.",
-        test: "crates/rlprof-profiler/src/nvtx.rs::ranges_follow_the_nsys_tool_and_the_feature",
-        applies: |p| tool_is(p, Tool::Nsys),
-    },
-    Difference {
         id: "torch-windows",
         verl: "a discrete `actor_update` under a schedule writes one trace per window, `..._mbA-B.json.gz`.",
         rlprof: "one collection per stage call holds every window the schedule records, each mini-batch a `mini_batch{i}` range; one trace.",
