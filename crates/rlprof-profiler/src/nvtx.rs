@@ -134,6 +134,9 @@ mod tests {
         assert_eq!(a.colorType, nvtx::sys::ColorType::NVTX_COLOR_ARGB as i32);
         let plain = attributes("step 1").encode();
         assert_eq!(plain.color, 0);
-        assert_eq!(plain.colorType, nvtx::sys::ColorType::NVTX_COLOR_UNKNOWN as i32);
+        assert_eq!(
+            plain.colorType,
+            nvtx::sys::ColorType::NVTX_COLOR_UNKNOWN as i32
+        );
     }
 }

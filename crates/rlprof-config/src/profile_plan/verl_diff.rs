@@ -76,14 +76,6 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
         applies: collects,
     },
     Difference {
-        id: "mstx-domain",
-        verl: "stage ranges are mstx ranges in the default domain.",
-        rlprof: "stage ranges are in the DB's `MSTX_EVENTS` with domain `rlprof` (names as verl's).",
-        why: "`rlprof report` and `analyse --cluster` tell rlprof's structural ranges from a user's own mstx ranges by the domain.",
-        test: "crates/rlprof-export/tests/ascend_db.rs::stage_ranges_carry_verl_labels_in_the_rlprof_domain",
-        applies: |p| tool_is(p, Tool::Npu),
-    },
-    Difference {
         id: "torch-windows",
         verl: "a discrete `actor_update` under a schedule writes one trace per window, `..._mbA-B.json.gz`.",
         rlprof: "one collection per stage call holds every window the schedule records, each mini-batch a `mini_batch{i}` range; one trace.",
