@@ -53,10 +53,23 @@ pub fn safe_host(host: &str) -> String {
     s
 }
 
-/// The trace file name of a collection.
+/// The trace file name of a collection. One window of a scheduled torch update (verl's
+/// discrete `actor_update` under a schedule writes one trace per window) takes verl's
+/// `_mb{a}-{b}` suffix (`_mb{a}` for one mini-batch) from the first and last mini-batch it
+/// recorded, as verl's `get_torch_profiler` names a window from the mini-batches it holds.
 pub fn trace_file_name(idx: &Index) -> String {
     let m = &idx.meta;
     if let Some(n) = names::checked_export_name(m.export_name.as_deref()) {
+        if m.mini_batch_window
+            && let Some(base) = n.strip_suffix(".json.gz")
+            && let Some((a, b)) = recorded_iterations(idx)
+        {
+            return if a == b {
+                format!("{base}_mb{a}.json.gz")
+            } else {
+                format!("{base}_mb{a}-{b}.json.gz")
+            };
+        }
         return n.to_string();
     }
     format!(
@@ -68,11 +81,27 @@ pub fn trace_file_name(idx: &Index) -> String {
     )
 }
 
-fn prefix(idx: &Index, base_ns: u64) -> String {
+/// The first and last scheduled iteration a collection recorded (its iteration marker ranges).
+fn recorded_iterations(idx: &Index) -> Option<(u64, u64)> {
+    let mut span: Option<(u64, u64)> = None;
+    let iteration = rlprof_profiler::record::RangeCat::Iteration as u8;
+    idx.replay(|ev| {
+        if let Event::Range(r) = ev
+            && r.cat == iteration
+            && let Some(id) = r.iter_id
+        {
+            span = Some(span.map_or((id, id), |(a, b)| (a.min(id), b.max(id))));
+        }
+    })
+    .ok()?;
+    span
+}
+
+fn prefix(idx: &Index, base_ns: u64, file_name: &str) -> String {
     let m = &idx.meta;
     let backend = if m.world_size > 1 { "mpi" } else { "none" };
     let mut name = Vec::new();
-    json_str(&mut name, &trace_file_name(idx));
+    json_str(&mut name, file_name);
     let name = String::from_utf8_lossy(&name);
     // `"rank": N` with a space: HolisticTraceAnalysis reads the rank with `"rank":\s+(\d+)`.
     // A collection stopped by a cap says so in the file itself (null when complete).
@@ -88,7 +117,8 @@ fn prefix(idx: &Index, base_ns: u64) -> String {
 /// Writes the Chrome trace of one rank into the parent of the collection directory `dir`.
 pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
     let parent = dir.parent().unwrap_or(dir);
-    let path = parent.join(trace_file_name(idx));
+    let file_name = trace_file_name(idx);
+    let path = parent.join(&file_name);
     remove_leftovers_of(&path);
     let tmp = staging_name(&path);
     let io = |p: &Path| {
@@ -109,7 +139,7 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
         device_pid: 0,
         comm_pid: idx.meta.pid as u64,
     };
-    let mut w = ChromeWriter::new(gz, &prefix(idx, base_ns), base_ns, Flavor::Torch, tracks)
+    let mut w = ChromeWriter::new(gz, &prefix(idx, base_ns, &file_name), base_ns, Flavor::Torch, tracks)
         .map_err(io(&tmp))?;
     w.track_metadata(idx);
     let mut mem = MemTracker::default();

@@ -449,13 +449,25 @@ fn iteration_slow(kind: IterKind) -> IterationGuard {
                 let id = st.next;
                 st.next += 1;
                 let action = sched.action(id);
+                let split = match st.split.as_mut() {
+                    Some(s) if action == IterAction::Record => {
+                        let hook = (s.recorded && sched.starts_window(id)).then(|| s.hook.clone());
+                        s.recorded = true;
+                        hook
+                    }
+                    _ => None,
+                };
+                drop(st);
+                if let Some(hook) = split {
+                    // A new window: the controller closes the collection and opens the next.
+                    hook(id);
+                }
                 let gate = match action {
                     IterAction::Record => recorder::GATE_RECORD,
                     IterAction::Warmup => recorder::GATE_WARMUP,
                     IterAction::Skip => recorder::GATE_SKIP,
                 };
                 ctx.gate.store(gate, std::sync::atomic::Ordering::Relaxed);
-                drop(st);
                 IterationGuard {
                     open: if action == IterAction::Record {
                         recorder::begin(None)

@@ -304,6 +304,96 @@ fn torch_schedule_samples_the_update_only() {
     }
 }
 
+/// verl 0.9.1 `torch_profile.py`: a discrete `actor_update` under a schedule
+/// (`Profiler.annotate(scheduled=True)`) gets a scheduled `get_torch_profiler` whose
+/// `_trace_handler` writes one file per window, all under one `build_trace_basename`, each
+/// suffixed by the mini-batches it holds (`_mb{first}-{last}`, `_mb{k}` for one), the window
+/// the update loop ends in the middle of flushed short (`_flush_partial_window`). 4 update
+/// mini-batches (2 per epoch x 2 epochs, indexed on across epochs), `wait=1, active=2`:
+/// mini-batch 0 waits, 1-2 are a window, 3 waits; with `ppo_epochs=4` (8 mini-batches) the
+/// windows are 1-2, 4-5 and the short 7.
+#[test]
+fn torch_discrete_update_writes_one_trace_per_window() {
+    for (epochs, windows) in [
+        (2, vec![(1u64, 2u64)]),
+        (4, vec![(1, 2), (4, 5), (7, 7)]),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let save = tmp.path().join("prof");
+        let ep = format!("actor_rollout_ref.actor.ppo_epochs={epochs}");
+        let (_, done) = run(
+            &save,
+            1,
+            &[
+                "global_profiler.tool=torch",
+                "global_profiler.steps=[1]",
+                "+actor_rollout_ref.actor.profiler.tool_config.torch.discrete=true",
+                "+actor_rollout_ref.actor.profiler.tool_config.torch.schedule.wait=1",
+                "+actor_rollout_ref.actor.profiler.tool_config.torch.schedule.active=2",
+                &ep,
+            ],
+        );
+        let pid = std::process::id();
+        let prefix = format!("actor-rollout-ref_actor-update_step1_rank0-of-1_pid{pid}_");
+        let mut update: Vec<&CompletedCollection> = done
+            .iter()
+            .filter(|c| c.dir.file_name().unwrap().to_string_lossy().starts_with(&prefix))
+            .collect();
+        update.sort_by_key(|c| c.dir.clone());
+        assert_eq!(update.len(), windows.len(), "one collection per window");
+        // One basename (one timestamp) for every window of the call.
+        let basenames: BTreeSet<String> = update
+            .iter()
+            .map(|c| {
+                let n = c.dir.file_name().unwrap().to_string_lossy().into_owned();
+                n[..n.find("_mb").unwrap_or_else(|| panic!("{n}"))].to_string()
+            })
+            .collect();
+        assert_eq!(basenames.len(), 1, "{basenames:?}");
+        let base = basenames.into_iter().next().unwrap();
+        let mut traces = BTreeSet::new();
+        let mut mbs_per_window = Vec::new();
+        for c in &update {
+            let r = Ranges::of(c);
+            assert!(r.names(RangeCat::RoleCall).contains("actor_update"));
+            let mbs: Vec<String> = r
+                .names(RangeCat::User)
+                .into_iter()
+                .filter(|n| n.starts_with("mini_batch"))
+                .collect();
+            mbs_per_window.push(mbs);
+            let report = rlprof_export::analyse::analyse_collection(&c.dir).unwrap();
+            for f in report.ranks.iter().flat_map(|r| &r.outputs) {
+                traces.insert(f.file_name().unwrap().to_string_lossy().into_owned());
+            }
+        }
+        let expected: BTreeSet<String> = windows
+            .iter()
+            .map(|&(a, b)| {
+                if a == b {
+                    format!("{base}_mb{a}.json.gz")
+                } else {
+                    format!("{base}_mb{a}-{b}.json.gz")
+                }
+            })
+            .collect();
+        assert_eq!(traces, expected);
+        for t in &traces {
+            assert!(save.join(t).is_file(), "{t} flat in save_path");
+        }
+        let mut expected_mbs: Vec<Vec<String>> = windows
+            .iter()
+            .map(|&(a, b)| (a..=b).map(|i| format!("mini_batch{i}")).collect())
+            .collect();
+        for v in &mut expected_mbs {
+            v.sort();
+        }
+        mbs_per_window.sort();
+        expected_mbs.sort();
+        assert_eq!(mbs_per_window, expected_mbs);
+    }
+}
+
 /// verl's `TorchMemoryProfiler`: one dump per `memory_snapshot_num_steps` profiled steps, into
 /// `step{N}` or `steps{a}-{b}`, named `torch_memory_rank{R}_pid{P}.pickle`. The last, shorter
 /// window is written too (docs/verl-differences.md, memory-last-window).
