@@ -139,8 +139,14 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
         device_pid: 0,
         comm_pid: idx.meta.pid as u64,
     };
-    let mut w = ChromeWriter::new(gz, &prefix(idx, base_ns, &file_name), base_ns, Flavor::Torch, tracks)
-        .map_err(io(&tmp))?;
+    let mut w = ChromeWriter::new(
+        gz,
+        &prefix(idx, base_ns, &file_name),
+        base_ns,
+        Flavor::Torch,
+        tracks,
+    )
+    .map_err(io(&tmp))?;
     w.track_metadata(idx);
     let mut mem = MemTracker::default();
     let mut attr = Attributor::default();

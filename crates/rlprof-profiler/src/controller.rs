@@ -15,7 +15,12 @@
 //! generation in the rollout engine, apart; rlprof keeps it inside). A rollout enabled alone
 //! collects its generation calls only, never the rest of the step. verl's torch schedule
 //! sub-samples the update stage only; verl's token window applies to discrete rollout only
-//! ([`RolePlan::schedule_for`]).
+//! ([`RolePlan::schedule_for`]). A discrete torch update under verl's schedule is split by
+//! window, as verl writes one trace per window: at each window's first recorded mini-batch
+//! ([`crate::iteration`]) the collection of the window before ends and the window's own starts,
+//! under the call's one basename (`{basename}_mb{a}_torch_pt`; its trace is named
+//! `{basename}_mb{a}-{b}.json.gz` from the mini-batches it recorded). Each window's collection
+//! holds the part of the role call's range it covers.
 //!
 //! ```
 //! use rlprof_profiler::{Profiler, plan::{ProfilePlan, RoleCall}};
@@ -751,7 +756,12 @@ impl Drop for RoleCallGuard {
                 .as_ref()
                 .filter(|a| a.window.is_some() && a.sink.generation() != open.generation())
             {
-                push_call_range(a, self.call, open.start(), recorder::depth().wrapping_sub(1));
+                push_call_range(
+                    a,
+                    self.call,
+                    open.start(),
+                    recorder::depth().wrapping_sub(1),
+                );
             }
             st.call_range = None;
             drop(st);

@@ -314,10 +314,7 @@ fn torch_schedule_samples_the_update_only() {
 /// windows are 1-2, 4-5 and the short 7.
 #[test]
 fn torch_discrete_update_writes_one_trace_per_window() {
-    for (epochs, windows) in [
-        (2, vec![(1u64, 2u64)]),
-        (4, vec![(1, 2), (4, 5), (7, 7)]),
-    ] {
+    for (epochs, windows) in [(2, vec![(1u64, 2u64)]), (4, vec![(1, 2), (4, 5), (7, 7)])] {
         let tmp = tempfile::tempdir().unwrap();
         let save = tmp.path().join("prof");
         let ep = format!("actor_rollout_ref.actor.ppo_epochs={epochs}");
@@ -337,7 +334,13 @@ fn torch_discrete_update_writes_one_trace_per_window() {
         let prefix = format!("actor-rollout-ref_actor-update_step1_rank0-of-1_pid{pid}_");
         let mut update: Vec<&CompletedCollection> = done
             .iter()
-            .filter(|c| c.dir.file_name().unwrap().to_string_lossy().starts_with(&prefix))
+            .filter(|c| {
+                c.dir
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&prefix)
+            })
             .collect();
         update.sort_by_key(|c| c.dir.clone());
         assert_eq!(update.len(), windows.len(), "one collection per window");

@@ -76,19 +76,6 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
         applies: collects,
     },
     Difference {
-        id: "torch-windows",
-        verl: "a discrete `actor_update` under a schedule writes one trace per window, `..._mbA-B.json.gz`.",
-        rlprof: "one collection per stage call holds every window the schedule records, each mini-batch a `mini_batch{i}` range; one trace.",
-        why: "a collection is opened around a role call; splitting it by window is not built yet.",
-        test: "crates/rlprof-trainer/tests/verl_parity.rs::torch_schedule_samples_the_update_only",
-        applies: |p| {
-            tool_is(p, Tool::Torch)
-                && enabled(p).any(|(_, r)| {
-                    r.discrete && r.schedule.is_some() && r.schedule_scope == ScheduleScope::Update
-                })
-        },
-    },
-    Difference {
         id: "torch-e2e-earlier-stages",
         verl: "end-to-end, a schedule that skips ahead (`skip_first`, `wait` or `warmup` > 0) also drops the stages before the active window (log-prob passes): torch keeps only windows that end in RECORD_AND_SAVE.",
         rlprof: "the update's mini-batches are sub-sampled the same way; the earlier stages are kept in full.",
