@@ -159,8 +159,16 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
             err = w.push(idx, o, mem).err();
         }
     };
-    idx.replay(|ev| attr.push(ev, &mut |o| push(&o, &mut mem)))?;
+    // verl's per-mini-batch `ProfilerStep#k` rows: the ends of the `mini_batch{i}` ranges.
+    let mut mini_batches = MiniBatchSteps::new(idx);
+    idx.replay(|ev| {
+        mini_batches.see(idx, ev);
+        attr.push(ev, &mut |o| push(&o, &mut mem))
+    })?;
     attr.finish(&mut |o| push(&o, &mut mem));
+    if err.is_none() {
+        err = mini_batches.write(idx, &mut w).err();
+    }
     if let Some(e) = err {
         return Err(ExportError::Io {
             path: tmp,
@@ -175,6 +183,67 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
     drop(bw);
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
     Ok(vec![path])
+}
+
+/// verl 0.9.1's torch profiler steps (`torch_profile.py`): end-to-end without a schedule, the
+/// update loop calls `prof.step()` after each mini-batch (`engine_workers.py`), so torch's
+/// `ProfilerStep#0` runs from `start()` to the end of mini-batch 0, `ProfilerStep#k` over
+/// mini-batch k, the last from the last mini-batch to `stop()`, whose own `step()` opens one
+/// more, closed at once. Under a schedule (`record_steps = False`) and in discrete mode (the
+/// stage's profiler is not the one `step()` reaches) there are none. The RL step is
+/// `rlprof_step#N` in these traces ([`RL_STEP`]).
+struct MiniBatchSteps {
+    on: bool,
+    thread: Option<u32>,
+    ends: Vec<u64>,
+}
+
+/// The RL step's range name prefix in a torch trace (see [`crate::chrome_writer::RL_STEP`]).
+pub const RL_STEP: &str = crate::chrome_writer::RL_STEP;
+
+impl MiniBatchSteps {
+    fn new(idx: &Index) -> MiniBatchSteps {
+        let m = &idx.meta;
+        MiniBatchSteps {
+            on: !m.discrete && m.schedules.is_empty() && !idx.steps.is_empty(),
+            thread: None,
+            ends: Vec::new(),
+        }
+    }
+
+    fn see(&mut self, idx: &Index, ev: &Event) {
+        if !self.on {
+            return;
+        }
+        if let Event::Range(r) = ev {
+            let user = r.cat == rlprof_profiler::record::RangeCat::User as u8;
+            let step = r.cat == rlprof_profiler::record::RangeCat::Step as u8;
+            if user && idx.name(r.name).starts_with("mini_batch") {
+                self.ends.push(r.end);
+                self.thread.get_or_insert(r.thread);
+            } else if step {
+                self.thread = Some(r.thread);
+            }
+        }
+    }
+
+    fn write<W: Write>(mut self, idx: &Index, w: &mut ChromeWriter<W>) -> std::io::Result<()> {
+        let (Some(thread), true) = (self.thread, self.on) else {
+            return Ok(());
+        };
+        let start = idx.steps.iter().map(|s| s.start).min().unwrap_or(0);
+        let end = idx.steps.iter().map(|s| s.end).max().unwrap_or(start);
+        self.ends.sort_unstable();
+        let mut from = start;
+        let mut k = 0;
+        for &b in self.ends.iter().filter(|&&b| b >= start && b <= end) {
+            w.host_annotation(thread, from, b, &format!("ProfilerStep#{k}"))?;
+            from = b;
+            k += 1;
+        }
+        w.host_annotation(thread, from, end, &format!("ProfilerStep#{k}"))?;
+        w.host_annotation(thread, end, end, &format!("ProfilerStep#{}", k + 1))
+    }
 }
 
 /// Writes the memory snapshots of one rank into `dir` (one per profiled step), or, for a

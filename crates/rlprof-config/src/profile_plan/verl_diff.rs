@@ -68,14 +68,6 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
         },
     },
     Difference {
-        id: "step-markers",
-        verl: "torch: `ProfilerStep#k` rows mark update mini-batches (none under a schedule); npu: no step rows.",
-        rlprof: "every tool writes one `ProfilerStep#N` range per RL step N; mini-batches are `mini_batch{i}` ranges (each holding `train_batch`), as verl names them.",
-        why: "the report's per-step breakdown reads the step ranges; verl's mini-batch ranges carry the mini-batch boundaries.",
-        test: "crates/rlprof-trainer/tests/verl_parity.rs::torch_trace_is_flat_and_named_as_verl",
-        applies: collects,
-    },
-    Difference {
         id: "torch-e2e-earlier-stages",
         verl: "end-to-end, a schedule that skips ahead (`skip_first`, `wait` or `warmup` > 0) also drops the stages before the active window (log-prob passes): torch keeps only windows that end in RECORD_AND_SAVE.",
         rlprof: "the update's mini-batches are sub-sampled the same way; the earlier stages are kept in full.",
