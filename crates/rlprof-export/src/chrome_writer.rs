@@ -336,6 +336,13 @@ impl<W: Write> ChromeWriter<W> {
             let ext = text_format::Short::<24>::uint(ri.ext_id);
             self.lit("\"External id\":");
             ext.put(&mut self.buf);
+            if self.flavor == Flavor::Torch {
+                // The kernels' `correlation`: HolisticTraceAnalysis keeps the kernels of the
+                // complete `ProfilerStep#k` by joining them to host events on it (torch's
+                // runtime launches carry it; an op is rlprof's launch).
+                self.lit(",\"correlation\":");
+                ext.put(&mut self.buf);
+            }
             if r.shapes != 0 {
                 self.lit(",\"Input Dims\":");
                 let s = cached(&mut self.json.dims, r.shapes, |v| {
