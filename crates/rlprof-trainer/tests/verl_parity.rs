@@ -472,13 +472,11 @@ fn torch_profiler_steps_mark_update_mini_batches() {
                     ]
                 );
                 // ProfilerStep#k (k = 0..3) ends where mini-batch k ends and holds it.
-                for k in 0..4 {
+                for (k, (_, ss, se)) in rows.iter().take(4).enumerate() {
                     let (_, ms, me) = minis
                         .iter()
                         .find(|m| m.0 == format!("mini_batch{k}"))
-                        .unwrap()
-                        .clone();
-                    let (_, ss, se) = rows[k].clone();
+                        .unwrap();
                     assert_eq!(se, me, "ProfilerStep#{k} ends with mini_batch{k}");
                     assert!(ss <= ms, "ProfilerStep#{k} holds mini_batch{k}");
                 }
