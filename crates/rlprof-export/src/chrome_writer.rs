@@ -72,6 +72,13 @@ fn cached(map: &mut DenseMap<Box<[u8]>>, id: u32, make: impl FnOnce(&mut Vec<u8>
     })
 }
 
+/// The name prefix of a step range in the raw data (and of verl's torch profiler steps).
+pub(crate) const PROFILER_STEP: &str = "ProfilerStep#";
+/// The name prefix of the RL step range in a torch trace: `rlprof_step#N`. There, as in verl's
+/// torch traces, `ProfilerStep#k` marks update mini-batches (`rlprof report` reads a trace with
+/// `rlprof_step#N` rows so: the RL steps are the steps, `ProfilerStep#k` a user range).
+pub(crate) const RL_STEP: &str = "rlprof_step#";
+
 /// Writes one trace's events.
 pub(crate) struct ChromeWriter<W: Write> {
     out: W,
@@ -312,12 +319,30 @@ impl<W: Write> ChromeWriter<W> {
             _ => ("user_annotation", piece::USER_ANNOTATION),
         };
         self.complete_head(cat, self.tracks.host_pid, r.thread as u64, r.start, r.end);
-        self.name(idx, r.name);
+        match RangeCat::from_u8(r.cat) {
+            // A torch trace marks the RL step `rlprof_step#N`: `ProfilerStep#k` there is verl's
+            // per-mini-batch step ([`ChromeWriter::host_annotation`]).
+            Some(RangeCat::Step) if self.flavor == Flavor::Torch => {
+                let label = idx.name(r.name);
+                let n = label.strip_prefix(PROFILER_STEP).unwrap_or(label);
+                let mut v = Vec::new();
+                json_str(&mut v, &format!("{RL_STEP}{n}"));
+                self.buf.extend_from_slice(&v);
+            }
+            _ => self.name(idx, r.name),
+        }
         self.lit(",\"args\":{");
         if ri.ext_id != 0 {
             let ext = text_format::Short::<24>::uint(ri.ext_id);
             self.lit("\"External id\":");
             ext.put(&mut self.buf);
+            if self.flavor == Flavor::Torch {
+                // The kernels' `correlation`: HolisticTraceAnalysis keeps the kernels of the
+                // complete `ProfilerStep#k` by joining them to host events on it (torch's
+                // runtime launches carry it; an op is rlprof's launch).
+                self.lit(",\"correlation\":");
+                ext.put(&mut self.buf);
+            }
             if r.shapes != 0 {
                 self.lit(",\"Input Dims\":");
                 let s = cached(&mut self.json.dims, r.shapes, |v| {
@@ -525,6 +550,29 @@ impl<W: Write> ChromeWriter<W> {
     }
 
     /// Writes `suffix` (`]` or `], ...}`) and returns the inner writer.
+    /// A host `user_annotation` range `name` on thread `thread`, `[start, end)` in wall ns (a
+    /// range the raw data has no record of: verl's per-mini-batch `ProfilerStep#k`).
+    pub(crate) fn host_annotation(
+        &mut self,
+        thread: u32,
+        start: u64,
+        end: u64,
+        name: &str,
+    ) -> std::io::Result<()> {
+        self.complete_head(
+            ("user_annotation", piece::USER_ANNOTATION),
+            self.tracks.host_pid,
+            thread as u64,
+            start,
+            end,
+        );
+        let mut v = Vec::new();
+        json_str(&mut v, name);
+        self.buf.extend_from_slice(&v);
+        self.lit(",\"args\":{}}");
+        self.maybe_flush()
+    }
+
     pub(crate) fn finish(mut self, suffix: &str) -> std::io::Result<W> {
         self.lit(suffix);
         self.out.write_all(&self.buf)?;

@@ -53,10 +53,23 @@ pub fn safe_host(host: &str) -> String {
     s
 }
 
-/// The trace file name of a collection.
+/// The trace file name of a collection. One window of a scheduled torch update (verl's
+/// discrete `actor_update` under a schedule writes one trace per window) takes verl's
+/// `_mb{a}-{b}` suffix (`_mb{a}` for one mini-batch) from the first and last mini-batch it
+/// recorded, as verl's `get_torch_profiler` names a window from the mini-batches it holds.
 pub fn trace_file_name(idx: &Index) -> String {
     let m = &idx.meta;
     if let Some(n) = names::checked_export_name(m.export_name.as_deref()) {
+        if m.mini_batch_window
+            && let Some(base) = n.strip_suffix(".json.gz")
+            && let Some((a, b)) = recorded_iterations(idx)
+        {
+            return if a == b {
+                format!("{base}_mb{a}.json.gz")
+            } else {
+                format!("{base}_mb{a}-{b}.json.gz")
+            };
+        }
         return n.to_string();
     }
     format!(
@@ -68,11 +81,27 @@ pub fn trace_file_name(idx: &Index) -> String {
     )
 }
 
-fn prefix(idx: &Index, base_ns: u64) -> String {
+/// The first and last scheduled iteration a collection recorded (its iteration marker ranges).
+fn recorded_iterations(idx: &Index) -> Option<(u64, u64)> {
+    let mut span: Option<(u64, u64)> = None;
+    let iteration = rlprof_profiler::record::RangeCat::Iteration as u8;
+    idx.replay(|ev| {
+        if let Event::Range(r) = ev
+            && r.cat == iteration
+            && let Some(id) = r.iter_id
+        {
+            span = Some(span.map_or((id, id), |(a, b)| (a.min(id), b.max(id))));
+        }
+    })
+    .ok()?;
+    span
+}
+
+fn prefix(idx: &Index, base_ns: u64, file_name: &str) -> String {
     let m = &idx.meta;
     let backend = if m.world_size > 1 { "mpi" } else { "none" };
     let mut name = Vec::new();
-    json_str(&mut name, &trace_file_name(idx));
+    json_str(&mut name, file_name);
     let name = String::from_utf8_lossy(&name);
     // `"rank": N` with a space: HolisticTraceAnalysis reads the rank with `"rank":\s+(\d+)`.
     // A collection stopped by a cap says so in the file itself (null when complete).
@@ -88,7 +117,8 @@ fn prefix(idx: &Index, base_ns: u64) -> String {
 /// Writes the Chrome trace of one rank into the parent of the collection directory `dir`.
 pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
     let parent = dir.parent().unwrap_or(dir);
-    let path = parent.join(trace_file_name(idx));
+    let file_name = trace_file_name(idx);
+    let path = parent.join(&file_name);
     remove_leftovers_of(&path);
     let tmp = staging_name(&path);
     let io = |p: &Path| {
@@ -109,8 +139,14 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
         device_pid: 0,
         comm_pid: idx.meta.pid as u64,
     };
-    let mut w = ChromeWriter::new(gz, &prefix(idx, base_ns), base_ns, Flavor::Torch, tracks)
-        .map_err(io(&tmp))?;
+    let mut w = ChromeWriter::new(
+        gz,
+        &prefix(idx, base_ns, &file_name),
+        base_ns,
+        Flavor::Torch,
+        tracks,
+    )
+    .map_err(io(&tmp))?;
     w.track_metadata(idx);
     let mut mem = MemTracker::default();
     let mut attr = Attributor::default();
@@ -123,8 +159,16 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
             err = w.push(idx, o, mem).err();
         }
     };
-    idx.replay(|ev| attr.push(ev, &mut |o| push(&o, &mut mem)))?;
+    // verl's per-mini-batch `ProfilerStep#k` rows: the ends of the `mini_batch{i}` ranges.
+    let mut mini_batches = MiniBatchSteps::new(idx);
+    idx.replay(|ev| {
+        mini_batches.see(idx, ev);
+        attr.push(ev, &mut |o| push(&o, &mut mem))
+    })?;
     attr.finish(&mut |o| push(&o, &mut mem));
+    if err.is_none() {
+        err = mini_batches.write(idx, &mut w).err();
+    }
     if let Some(e) = err {
         return Err(ExportError::Io {
             path: tmp,
@@ -139,6 +183,67 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
     drop(bw);
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
     Ok(vec![path])
+}
+
+/// verl 0.9.1's torch profiler steps (`torch_profile.py`): end-to-end without a schedule, the
+/// update loop calls `prof.step()` after each mini-batch (`engine_workers.py`), so torch's
+/// `ProfilerStep#0` runs from `start()` to the end of mini-batch 0, `ProfilerStep#k` over
+/// mini-batch k, the last from the last mini-batch to `stop()`, whose own `step()` opens one
+/// more, closed at once. Under a schedule (`record_steps = False`) and in discrete mode (the
+/// stage's profiler is not the one `step()` reaches) there are none. The RL step is
+/// `rlprof_step#N` in these traces ([`RL_STEP`]).
+struct MiniBatchSteps {
+    on: bool,
+    thread: Option<u32>,
+    ends: Vec<u64>,
+}
+
+/// The RL step's range name prefix in a torch trace (see [`crate::chrome_writer::RL_STEP`]).
+pub const RL_STEP: &str = crate::chrome_writer::RL_STEP;
+
+impl MiniBatchSteps {
+    fn new(idx: &Index) -> MiniBatchSteps {
+        let m = &idx.meta;
+        MiniBatchSteps {
+            on: !m.discrete && m.schedules.is_empty() && !idx.steps.is_empty(),
+            thread: None,
+            ends: Vec::new(),
+        }
+    }
+
+    fn see(&mut self, idx: &Index, ev: &Event) {
+        if !self.on {
+            return;
+        }
+        if let Event::Range(r) = ev {
+            let user = r.cat == rlprof_profiler::record::RangeCat::User as u8;
+            let step = r.cat == rlprof_profiler::record::RangeCat::Step as u8;
+            if user && idx.name(r.name).starts_with("mini_batch") {
+                self.ends.push(r.end);
+                self.thread.get_or_insert(r.thread);
+            } else if step {
+                self.thread = Some(r.thread);
+            }
+        }
+    }
+
+    fn write<W: Write>(mut self, idx: &Index, w: &mut ChromeWriter<W>) -> std::io::Result<()> {
+        let (Some(thread), true) = (self.thread, self.on) else {
+            return Ok(());
+        };
+        let start = idx.steps.iter().map(|s| s.start).min().unwrap_or(0);
+        let end = idx.steps.iter().map(|s| s.end).max().unwrap_or(start);
+        self.ends.sort_unstable();
+        let mut from = start;
+        let mut k = 0;
+        for &b in self.ends.iter().filter(|&&b| b >= start && b <= end) {
+            w.host_annotation(thread, from, b, &format!("ProfilerStep#{k}"))?;
+            from = b;
+            k += 1;
+        }
+        w.host_annotation(thread, from, end, &format!("ProfilerStep#{k}"))?;
+        w.host_annotation(thread, end, end, &format!("ProfilerStep#{}", k + 1))
+    }
 }
 
 /// Writes the memory snapshots of one rank into `dir` (one per profiled step), or, for a

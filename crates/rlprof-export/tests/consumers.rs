@@ -113,7 +113,9 @@ print(json.dumps({"ranks": ranks, "iters": iters,
         .unwrap_or_else(|| panic!("{out}"));
     let v: serde_json::Value = serde_json::from_str(line).unwrap();
     assert_eq!(v["ranks"], serde_json::json!([0, 1]), "{out}");
-    assert_eq!(v["iters"], serde_json::json!([2]), "{out}");
+    // verl's torch steps: `ProfilerStep#0` over the step (this script runs no update
+    // mini-batch), then the one `stop()` opens; HTA counts the complete ones.
+    assert_eq!(v["iters"], serde_json::json!([0]), "{out}");
     for rank in ["0", "1"] {
         let hta = v["hta_compute_us"][rank].as_f64().unwrap();
         let ours = v["our_kernel_us"][rank].as_f64().unwrap();

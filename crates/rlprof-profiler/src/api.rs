@@ -71,28 +71,48 @@ pub fn scope(name: NameId) -> RangeGuard {
 /// A range named with one of verl's stage labels inside a stage (`mini_batch{i}` around each
 /// update mini-batch, `train_batch` inside it, as verl's `TrainingWorker` names them): a user
 /// range, gated like other content by a schedule; the name is formatted and interned only when
-/// a collection is recording.
+/// a collection is recording. With the `nsys` tool it is also an NVTX range, in verl's colour
+/// where verl gives one (`train_batch` red; see [`crate::nvtx::colour`]).
 ///
 /// ```
 /// let _mb = rlprof_profiler::api::label(format_args!("mini_batch{}", 0));
 /// ```
 #[inline]
-pub fn label(name: std::fmt::Arguments<'_>) -> RangeGuard {
+pub fn label(name: std::fmt::Arguments<'_>) -> LabelGuard {
+    let nvtx = crate::nvtx::NvtxRange::push(name);
     let idle = RangeGuard {
         open: None,
         name: NameId(0),
         cat: RangeCat::User,
     };
     if recorder::ANY_ACTIVE.load(std::sync::atomic::Ordering::Relaxed) == 0 {
-        return idle;
+        return LabelGuard {
+            range: idle,
+            _nvtx: nvtx,
+        };
     }
-    match recorder::begin_content(None) {
+    let range = match recorder::begin_content(None) {
         Some(open) => RangeGuard {
             open: Some(open),
             name: intern::intern(&name.to_string()),
             cat: RangeCat::User,
         },
         None => idle,
+    };
+    LabelGuard { range, _nvtx: nvtx }
+}
+
+/// Guard of a [`label`]: its recorded range and, for `nsys`, its NVTX range.
+#[must_use = "the range ends when the guard is dropped"]
+pub struct LabelGuard {
+    range: RangeGuard,
+    _nvtx: crate::nvtx::NvtxRange,
+}
+
+impl LabelGuard {
+    /// Whether the range is being recorded.
+    pub fn is_recording(&self) -> bool {
+        self.range.open.is_some()
     }
 }
 
@@ -429,13 +449,25 @@ fn iteration_slow(kind: IterKind) -> IterationGuard {
                 let id = st.next;
                 st.next += 1;
                 let action = sched.action(id);
+                let split = match st.split.as_mut() {
+                    Some(s) if action == IterAction::Record => {
+                        let hook = (s.recorded && sched.starts_window(id)).then(|| s.hook.clone());
+                        s.recorded = true;
+                        hook
+                    }
+                    _ => None,
+                };
+                drop(st);
+                if let Some(hook) = split {
+                    // A new window: the controller closes the collection and opens the next.
+                    hook(id);
+                }
                 let gate = match action {
                     IterAction::Record => recorder::GATE_RECORD,
                     IterAction::Warmup => recorder::GATE_WARMUP,
                     IterAction::Skip => recorder::GATE_SKIP,
                 };
                 ctx.gate.store(gate, std::sync::atomic::Ordering::Relaxed);
-                drop(st);
                 IterationGuard {
                     open: if action == IterAction::Record {
                         recorder::begin(None)

@@ -15,7 +15,12 @@
 //! generation in the rollout engine, apart; rlprof keeps it inside). A rollout enabled alone
 //! collects its generation calls only, never the rest of the step. verl's torch schedule
 //! sub-samples the update stage only; verl's token window applies to discrete rollout only
-//! ([`RolePlan::schedule_for`]).
+//! ([`RolePlan::schedule_for`]). A discrete torch update under verl's schedule is split by
+//! window, as verl writes one trace per window: at each window's first recorded mini-batch
+//! ([`crate::iteration`]) the collection of the window before ends and the window's own starts,
+//! under the call's one basename (`{basename}_mb{a}_torch_pt`; its trace is named
+//! `{basename}_mb{a}-{b}.json.gz` from the mini-batches it recorded). Each window's collection
+//! holds the part of the role call's range it covers.
 //!
 //! ```
 //! use rlprof_profiler::{Profiler, plan::{ProfilePlan, RoleCall}};
@@ -37,7 +42,7 @@ use crate::collection::names::{
 };
 use crate::device::{DEVICE_THREAD_BASE, DeviceFinish, DeviceTimeline};
 use crate::intern;
-use crate::plan::{ProfilePlan, Role, RoleCall, RolePlan, Tool};
+use crate::plan::{ProfilePlan, Role, RoleCall, RolePlan, ScheduleScope, Tool};
 use crate::raw::{CollectionMeta, RawWriter, RoleSchedule};
 use crate::record::{Kind, RangeCat};
 use crate::recorder::{self, RankContext, Sink, SinkStats, ThreadBinding};
@@ -228,6 +233,9 @@ impl Profiler {
 struct RankState {
     step: Option<u64>,
     active: Option<Active>,
+    /// The open role call's range (start ticks, depth) while its collection is split by
+    /// window: each window's collection gets the part of it that it covers.
+    call_range: Option<(u64, u16)>,
 }
 
 struct Active {
@@ -243,6 +251,16 @@ struct Active {
     steps: Vec<u64>,
     role_dir: String,
     discrete: bool,
+    /// The role whose settings made it.
+    role: Role,
+    /// The role call of a discrete collection.
+    call: Option<RoleCall>,
+    /// The 17-digit timestamp of its names (shared by the windows of one call).
+    ts17: u64,
+    /// One window of a scheduled torch update: the window's first mini-batch.
+    window: Option<u64>,
+    /// When it started (raw ticks).
+    start_ticks: u64,
 }
 
 /// The controller of one rank. Cheap to clone; clones share state.
@@ -348,7 +366,7 @@ impl RankProfiler {
                     (self.inner.plan.group_of(step), self.e2e_plan())
                 && group.first() == Some(&step)
             {
-                st.active = self.start(plan.clone(), role, group.to_vec(), None);
+                st.active = self.start(plan.clone(), role, group.to_vec(), None, None, None);
             }
         }
         StepGuard {
@@ -364,6 +382,7 @@ impl RankProfiler {
     pub fn role_call(&self, call: RoleCall) -> RoleCallGuard {
         let _busy = recorder::BusyGuard::enter();
         let mut started_discrete = false;
+        let mut windowed = false;
         {
             let mut st = self.state.lock();
             if st.active.is_none() {
@@ -371,16 +390,29 @@ impl RankProfiler {
                 let group = step.and_then(|s| self.inner.plan.group_of(s));
                 let plan = self.own_collection(call);
                 if let (Some(step), Some(_), Some(plan)) = (step, group, plan) {
-                    st.active = self.start(plan.clone(), call.role(), vec![step], Some(call));
+                    let window = window_of(plan, call);
+                    st.active = self.start(
+                        plan.clone(),
+                        call.role(),
+                        vec![step],
+                        Some(call),
+                        window,
+                        None,
+                    );
                     started_discrete = st.active.is_some();
+                    windowed = started_discrete && window.is_some();
                 }
             }
         }
-        let scheduled = self.arm_schedule(call);
+        let scheduled = self.arm_schedule(call, windowed);
+        let range = recorder::begin(None);
+        if windowed && let Some(o) = &range {
+            self.state.lock().call_range = Some((o.start(), recorder::depth().wrapping_sub(1)));
+        }
         RoleCallGuard {
             rank: self.clone(),
             call,
-            range: recorder::begin(None),
+            range,
             started_discrete,
             scheduled,
             _nvtx: crate::nvtx::NvtxRange::push(call.annotated_name()),
@@ -388,8 +420,10 @@ impl RankProfiler {
     }
 
     /// When a collection is active and `call`'s role has a schedule on this rank, gates
-    /// content records by iteration for the call's duration. Returns whether it did.
-    fn arm_schedule(&self, call: RoleCall) -> bool {
+    /// content records by iteration for the call's duration; with `windowed`, each schedule
+    /// window gets a collection of its own ([`RankProfiler::next_window`]). Returns whether it
+    /// gated.
+    fn arm_schedule(&self, call: RoleCall, windowed: bool) -> bool {
         if !self.ctx.is_recording() {
             return false;
         }
@@ -402,14 +436,48 @@ impl RankProfiler {
         else {
             return false;
         };
+        let split = windowed.then(|| {
+            let me = self.clone();
+            recorder::WindowSplit {
+                hook: Arc::new(move |first| me.next_window(first)),
+                recorded: false,
+            }
+        });
         *self.ctx.iter.lock() = recorder::IterState {
             sched: Some((sched, kind)),
             next: 0,
+            split,
         };
         self.ctx
             .gate
             .store(recorder::GATE_SKIP, std::sync::atomic::Ordering::Relaxed);
         true
+    }
+
+    /// A schedule window of the open, windowed role call begins at iteration `first` (verl's
+    /// discrete torch update writes one trace per window): the collection of the window before
+    /// ends (holding the role call's range up to now) and the window's own starts, under the
+    /// same basename. Called from [`crate::iteration`] on the rank's thread.
+    fn next_window(&self, first: u64) {
+        let _busy = recorder::BusyGuard::enter();
+        let (old, call_range) = {
+            let mut st = self.state.lock();
+            match st.active.take() {
+                Some(a) if a.window.is_some() && a.call.is_some() => (a, st.call_range),
+                other => {
+                    st.active = other;
+                    return;
+                }
+            }
+        };
+        let Some(call) = old.call else { return };
+        if let Some((start, depth)) = call_range {
+            push_call_range(&old, call, start, depth);
+        }
+        let (plan, role, steps, ts) = (old.plan.clone(), old.role, old.steps.clone(), old.ts17);
+        self.stop(old);
+        let next = self.start(plan, role, steps, Some(call), Some(first), Some(ts));
+        self.state.lock().active = next;
     }
 
     /// The schedules of the roles that collect on this rank, for the Meta chunk.
@@ -430,21 +498,24 @@ impl RankProfiler {
     }
 
     /// Starts a collection of `plan` (the settings of `role`) over `steps`: end-to-end when
-    /// `call` is `None`, else around that one role call.
+    /// `call` is `None`, else around that one role call; `window`: one schedule window of it
+    /// (its first mini-batch), named with the timestamp `ts17` when given.
     fn start(
         &self,
         plan: RolePlan,
         role: Role,
         steps: Vec<u64>,
         call: Option<RoleCall>,
+        window: Option<u64>,
+        ts17: Option<u64>,
     ) -> Option<Active> {
         if self.inner.closed.load(std::sync::atomic::Ordering::SeqCst) {
             return None;
         }
         let discrete = call.is_some();
         let role_dir = call.map_or("e2e", RoleCall::annotated_name).to_string();
-        match self.try_start(&plan, role, &steps, call) {
-            Ok((sink, lock, tmp_dir, final_dir, raw_file)) => Some(Active {
+        match self.try_start(&plan, role, &steps, call, window, ts17) {
+            Ok(((sink, lock, tmp_dir, final_dir, raw_file), ts17)) => Some(Active {
                 started: self
                     .device_timeline()
                     .map(|d| d.collection_started(plan.tool))
@@ -458,6 +529,11 @@ impl RankProfiler {
                 steps,
                 role_dir,
                 discrete,
+                role,
+                call,
+                ts17,
+                window,
+                start_ticks: clock::now(),
             }),
             Err(e) => {
                 tracing::warn!(
@@ -476,7 +552,9 @@ impl RankProfiler {
         role: Role,
         steps: &[u64],
         call: Option<RoleCall>,
-    ) -> Result<CollectionFiles, crate::ProfilerError> {
+        window: Option<u64>,
+        ts17: Option<u64>,
+    ) -> Result<(CollectionFiles, u64), crate::ProfilerError> {
         let id = CollectionId {
             layout: self.inner.plan.layout,
             tool: plan.tool,
@@ -491,15 +569,16 @@ impl RankProfiler {
             pid: self.inner.pid,
             rank: self.rank,
             world_size: self.inner.plan.world_size,
+            window,
         };
         let role_dir = call.map_or("e2e", RoleCall::annotated_name);
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| crate::ProfilerError::Io { path, source }
         };
-        let (tmp_dir, final_dir, export_name) = {
+        let (tmp_dir, final_dir, export_name, ts) = {
             let _g = self.inner.names.lock();
-            let mut ts = timestamp17(clock::wall_ns());
+            let mut ts = ts17.unwrap_or_else(|| timestamp17(clock::wall_ns()));
             loop {
                 let at = place(&plan.save_path, &id, ts);
                 std::fs::create_dir_all(&at.parent).map_err(io(&at.parent))?;
@@ -515,7 +594,7 @@ impl RankProfiler {
                     .is_some_and(|n| plan.tool == Tool::Torch && at.parent.join(n).exists());
                 if !final_dir.exists() && !export_taken {
                     match std::fs::create_dir(&tmp_dir) {
-                        Ok(()) => break (tmp_dir, final_dir, at.export_name),
+                        Ok(()) => break (tmp_dir, final_dir, at.export_name, ts),
                         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                         Err(e) => return Err(io(&tmp_dir)(e)),
                     }
@@ -546,6 +625,7 @@ impl RankProfiler {
             discrete: call.is_some(),
             layout: Some(self.inner.plan.layout),
             export_name,
+            mini_batch_window: window.is_some(),
             caps: plan.caps,
             torch_memory: plan.torch_memory.clone(),
             schedules: self.schedules(),
@@ -557,7 +637,7 @@ impl RankProfiler {
         w.write_calibration(cal)?;
         let final_raw = raw_file(&final_dir, self.rank);
         let sink = self.ctx.start(w, plan.contents, plan.caps);
-        Ok((sink, lock, tmp_dir, final_dir, final_raw))
+        Ok(((sink, lock, tmp_dir, final_dir, final_raw), ts))
     }
 
     fn stop(&self, active: Active) {
@@ -668,6 +748,23 @@ impl Drop for RoleCallGuard {
         let _busy = recorder::BusyGuard::enter();
         if let Some(open) = self.range.take() {
             let name = intern::intern(self.call.annotated_name());
+            // Split by window: the range's own collection has ended; the last window's
+            // collection gets the part it covers.
+            let mut st = self.rank.state.lock();
+            if let Some(a) = st
+                .active
+                .as_ref()
+                .filter(|a| a.window.is_some() && a.sink.generation() != open.generation())
+            {
+                push_call_range(
+                    a,
+                    self.call,
+                    open.start(),
+                    recorder::depth().wrapping_sub(1),
+                );
+            }
+            st.call_range = None;
+            drop(st);
             recorder::end(open, Kind::Range as u8, RangeCat::RoleCall as u8, name.0);
         }
         if self.scheduled {
@@ -684,6 +781,33 @@ impl Drop for RoleCallGuard {
             }
         }
     }
+}
+
+/// The window a discrete call's collection starts with (its first mini-batch), when its
+/// collection is split by window: verl's discrete torch update under a schedule
+/// (`torch_profile.py`: a scheduled `get_torch_profiler` writes one trace per window).
+fn window_of(plan: &RolePlan, call: RoleCall) -> Option<u64> {
+    if plan.tool != Tool::Torch || !plan.discrete || plan.schedule_scope != ScheduleScope::Update {
+        return None;
+    }
+    plan.schedule_for(call)?.0.first_recorded()
+}
+
+/// Records `call`'s range into `active`'s collection, from `start` (or the collection's start,
+/// if later) to now.
+fn push_call_range(active: &Active, call: RoleCall, start: u64, depth: u16) {
+    let name = intern::intern(call.annotated_name());
+    recorder::push(
+        active.sink.generation(),
+        crate::record::Record {
+            ts: start.max(active.start_ticks),
+            a: clock::now(),
+            name: name.0,
+            kind: Kind::Range as u8,
+            cat: RangeCat::RoleCall as u8,
+            aux: depth,
+        },
+    );
 }
 
 /// What starting a collection made: sink, lock, `.tmp` and final directories, final raw path.

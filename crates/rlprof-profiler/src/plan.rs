@@ -497,6 +497,21 @@ impl Schedule {
         }
     }
 
+    /// Whether iteration `i` is the first recorded iteration of a window (a cycle's run of
+    /// recorded iterations; verl's discrete torch update writes one trace per window).
+    pub fn starts_window(&self, i: u64) -> bool {
+        let cycle = self.wait + self.warmup + self.active;
+        self.action(i) == IterAction::Record
+            && cycle > 0
+            && (i - self.skip_first) % cycle == self.wait + self.warmup
+    }
+
+    /// The first recorded iteration (the first window's first), if any is.
+    pub fn first_recorded(&self) -> Option<u64> {
+        let i = self.skip_first + self.wait + self.warmup;
+        (self.action(i) == IterAction::Record).then_some(i)
+    }
+
     /// The iterations recorded out of the first `n`.
     pub fn recorded_in(&self, n: u64) -> Vec<u64> {
         (0..n)

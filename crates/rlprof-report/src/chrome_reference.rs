@@ -257,6 +257,7 @@ impl<'a> Sink<'a> {
             p.rank = r;
         }
         p.steps.sort_unstable();
+        crate::chrome_reader::rl_steps(p);
         attribute_memory(p, &mem_thread);
         crate::chrome_reader::split_host_memory(p, &mem_host);
         p.sort();

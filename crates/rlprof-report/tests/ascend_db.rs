@@ -161,3 +161,64 @@ fn walk(d: &Path) -> Vec<std::path::PathBuf> {
     }
     v
 }
+
+/// verl 0.9.1 puts its stage ranges in mstx's default domain (`mstx_profile.py`:
+/// `mstx.range_start(message)`), and so does rlprof's DB: read back, a stage label there is a
+/// role call, and the user's own ranges beside it stay user ranges, a method name
+/// (`update_actor`) included; the trainer's phases (the `rlprof` domain) stay phases.
+#[test]
+fn stage_ranges_in_the_default_domain_are_told_from_user_ranges() {
+    use rlprof_profiler::plan::RoleCall;
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let profiler = rlprof_profiler::Profiler::new(support::plan(&run, &[1], false));
+    let rank = profiler.rank(0);
+    {
+        let _b = rank.bind_thread();
+        let _s = rank.step(1);
+        let _p = rlprof_profiler::phase("update_actor");
+        let _c = rank.role_call(RoleCall::UpdateActor);
+        let _mb = rlprof_profiler::api::label(format_args!("mini_batch0"));
+        let _tb = rlprof_profiler::api::label(format_args!("train_batch"));
+        let _mine = rlprof_profiler::scope(rlprof_profiler::intern("my_region"));
+        let _method = rlprof_profiler::scope(rlprof_profiler::intern("update_actor"));
+        let t0 = rlprof_profiler::now();
+        kernel_spin();
+        rlprof_profiler::kernel(
+            rlprof_profiler::name!("gemm"),
+            t0,
+            rlprof_profiler::now(),
+            1,
+            1,
+        );
+    }
+    drop(rank);
+    let db = tmp.path().join("db");
+    exported(&run, &db, Layout::Db);
+    let loaded = load(&db, &Default::default()).unwrap();
+    let p = &loaded.profiles[0];
+    let tracks = |name: &str| -> Vec<Track> {
+        let mut t: Vec<Track> = p
+            .events
+            .iter()
+            .filter(|e| p.str(e.name) == name)
+            .map(|e| e.track)
+            .collect();
+        t.sort();
+        t
+    };
+    assert_eq!(tracks("actor_update"), [Track::RoleCall]);
+    assert_eq!(tracks("my_region"), [Track::User]);
+    assert_eq!(tracks("train_batch"), [Track::User]);
+    assert_eq!(tracks("mini_batch0"), [Track::User]);
+    let mut both = vec![Track::Phase, Track::User];
+    both.sort();
+    assert_eq!(tracks("update_actor"), both);
+}
+
+fn kernel_spin() {
+    let t = std::time::Instant::now();
+    while t.elapsed().as_micros() < 50 {
+        std::hint::spin_loop();
+    }
+}

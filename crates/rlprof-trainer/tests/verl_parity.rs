@@ -244,7 +244,7 @@ fn torch_trace_is_flat_and_named_as_verl() {
         r.meta("export_name"),
         serde_json::json!(format!("{prefix}{ts}.json.gz"))
     );
-    // rlprof's step range (docs/verl-differences.md, step-markers).
+    // rlprof's RL step range in the raw data (`rlprof_step#N` in the exported trace).
     assert_eq!(
         r.names(RangeCat::Step),
         BTreeSet::from(["ProfilerStep#1".to_string()])
@@ -300,6 +300,207 @@ fn torch_schedule_samples_the_update_only() {
                 done.iter().all(|c| !c.dir.starts_with(save.join("train"))),
                 "discrete torch traces are flat"
             );
+        }
+    }
+}
+
+/// verl 0.9.1 `torch_profile.py`: a discrete `actor_update` under a schedule
+/// (`Profiler.annotate(scheduled=True)`) gets a scheduled `get_torch_profiler` whose
+/// `_trace_handler` writes one file per window, all under one `build_trace_basename`, each
+/// suffixed by the mini-batches it holds (`_mb{first}-{last}`, `_mb{k}` for one), the window
+/// the update loop ends in the middle of flushed short (`_flush_partial_window`). 4 update
+/// mini-batches (2 per epoch x 2 epochs, indexed on across epochs), `wait=1, active=2`:
+/// mini-batch 0 waits, 1-2 are a window, 3 waits; with `ppo_epochs=4` (8 mini-batches) the
+/// windows are 1-2, 4-5 and the short 7.
+#[test]
+fn torch_discrete_update_writes_one_trace_per_window() {
+    for (epochs, windows) in [(2, vec![(1u64, 2u64)]), (4, vec![(1, 2), (4, 5), (7, 7)])] {
+        let tmp = tempfile::tempdir().unwrap();
+        let save = tmp.path().join("prof");
+        let ep = format!("actor_rollout_ref.actor.ppo_epochs={epochs}");
+        let (_, done) = run(
+            &save,
+            1,
+            &[
+                "global_profiler.tool=torch",
+                "global_profiler.steps=[1]",
+                "+actor_rollout_ref.actor.profiler.tool_config.torch.discrete=true",
+                "+actor_rollout_ref.actor.profiler.tool_config.torch.schedule.wait=1",
+                "+actor_rollout_ref.actor.profiler.tool_config.torch.schedule.active=2",
+                &ep,
+            ],
+        );
+        let pid = std::process::id();
+        let prefix = format!("actor-rollout-ref_actor-update_step1_rank0-of-1_pid{pid}_");
+        let mut update: Vec<&CompletedCollection> = done
+            .iter()
+            .filter(|c| {
+                c.dir
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&prefix)
+            })
+            .collect();
+        update.sort_by_key(|c| c.dir.clone());
+        assert_eq!(update.len(), windows.len(), "one collection per window");
+        // One basename (one timestamp) for every window of the call.
+        let basenames: BTreeSet<String> = update
+            .iter()
+            .map(|c| {
+                let n = c.dir.file_name().unwrap().to_string_lossy().into_owned();
+                n[..n.find("_mb").unwrap_or_else(|| panic!("{n}"))].to_string()
+            })
+            .collect();
+        assert_eq!(basenames.len(), 1, "{basenames:?}");
+        let base = basenames.into_iter().next().unwrap();
+        let mut traces = BTreeSet::new();
+        let mut mbs_per_window = Vec::new();
+        for c in &update {
+            let r = Ranges::of(c);
+            assert!(r.names(RangeCat::RoleCall).contains("actor_update"));
+            let mbs: Vec<String> = r
+                .names(RangeCat::User)
+                .into_iter()
+                .filter(|n| n.starts_with("mini_batch"))
+                .collect();
+            mbs_per_window.push(mbs);
+            let report = rlprof_export::analyse::analyse_collection(&c.dir).unwrap();
+            for f in report.ranks.iter().flat_map(|r| &r.outputs) {
+                traces.insert(f.file_name().unwrap().to_string_lossy().into_owned());
+            }
+        }
+        let expected: BTreeSet<String> = windows
+            .iter()
+            .map(|&(a, b)| {
+                if a == b {
+                    format!("{base}_mb{a}.json.gz")
+                } else {
+                    format!("{base}_mb{a}-{b}.json.gz")
+                }
+            })
+            .collect();
+        assert_eq!(traces, expected);
+        for t in &traces {
+            assert!(save.join(t).is_file(), "{t} flat in save_path");
+        }
+        let mut expected_mbs: Vec<Vec<String>> = windows
+            .iter()
+            .map(|&(a, b)| (a..=b).map(|i| format!("mini_batch{i}")).collect())
+            .collect();
+        for v in &mut expected_mbs {
+            v.sort();
+        }
+        mbs_per_window.sort();
+        expected_mbs.sort();
+        assert_eq!(mbs_per_window, expected_mbs);
+    }
+}
+
+/// verl 0.9.1 (`torch_profile.py` `Profiler.step` / `stop`, `engine_workers.py`
+/// `train_mini_batch`): end-to-end without a schedule, `prof.step()` runs after each update
+/// mini-batch, so torch writes `ProfilerStep#0` from `start()` to the end of mini-batch 0,
+/// `ProfilerStep#k` over mini-batch k, `ProfilerStep#M` from the last mini-batch to `stop()`,
+/// and the `ProfilerStep#{M+1}` that `stop()`'s own `step()` opens; under a schedule
+/// (`record_steps = False`) and in discrete mode there are none. rlprof marks the RL step
+/// `rlprof_step#N` in its torch traces, and `rlprof report` still finds RL step 1 in the trace
+/// alone and in the collection.
+#[test]
+fn torch_profiler_steps_mark_update_mini_batches() {
+    use rlprof_report::model::Track;
+    for (extra, verl_rows) in [
+        (None, true),
+        (
+            Some("+actor_rollout_ref.actor.profiler.tool_config.torch.discrete=true"),
+            false,
+        ),
+        (
+            Some("+actor_rollout_ref.actor.profiler.tool_config.torch.schedule.active=1"),
+            false,
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let save = tmp.path().join("prof");
+        let mut ov = vec!["global_profiler.tool=torch", "global_profiler.steps=[1]"];
+        ov.extend(extra);
+        let (_, done) = run(&save, 1, &ov);
+        let mut traces = Vec::new();
+        for c in &done {
+            let report = rlprof_export::analyse::analyse_collection(&c.dir).unwrap();
+            traces.extend(report.ranks.iter().flat_map(|r| r.outputs.clone()));
+        }
+        let mut profiler_steps = 0;
+        let mut rl_steps = BTreeSet::new();
+        for t in &traces {
+            let loaded = rlprof_report::load(t, &Default::default()).unwrap();
+            for p in &loaded.profiles {
+                rl_steps.extend(p.steps.iter().copied());
+                // verl's per-mini-batch rows: user ranges, the RL step being the step.
+                let mut rows: Vec<(String, i64, i64)> = p
+                    .events
+                    .iter()
+                    .filter(|e| {
+                        e.track == Track::User && p.str(e.name).starts_with("ProfilerStep#")
+                    })
+                    .map(|e| (p.str(e.name).to_string(), e.start, e.start + e.dur))
+                    .collect();
+                for e in p.events.iter().filter(|e| e.track == Track::Step) {
+                    assert_eq!(p.str(e.name), "ProfilerStep#1", "{t:?}");
+                }
+                let minis: Vec<(String, i64, i64)> = p
+                    .events
+                    .iter()
+                    .filter(|e| p.str(e.name).starts_with("mini_batch"))
+                    .map(|e| (p.str(e.name).to_string(), e.start, e.start + e.dur))
+                    .collect();
+                if !verl_rows {
+                    assert!(rows.is_empty(), "no per-mini-batch rows in {t:?}: {rows:?}");
+                    continue;
+                }
+                rows.sort_by_key(|r| (r.1, r.2));
+                assert_eq!(minis.len(), 4, "4 update mini-batches: {minis:?}");
+                let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+                assert_eq!(
+                    names,
+                    [
+                        "ProfilerStep#0",
+                        "ProfilerStep#1",
+                        "ProfilerStep#2",
+                        "ProfilerStep#3",
+                        "ProfilerStep#4",
+                        "ProfilerStep#5"
+                    ]
+                );
+                // ProfilerStep#k (k = 0..3) ends where mini-batch k ends and holds it.
+                for (k, (_, ss, se)) in rows.iter().take(4).enumerate() {
+                    let (_, ms, me) = minis
+                        .iter()
+                        .find(|m| m.0 == format!("mini_batch{k}"))
+                        .unwrap();
+                    assert_eq!(se, me, "ProfilerStep#{k} ends with mini_batch{k}");
+                    assert!(ss <= ms, "ProfilerStep#{k} holds mini_batch{k}");
+                }
+                assert_eq!(rows[5].1, rows[5].2, "the row stop() opens is empty");
+                profiler_steps += rows.len();
+            }
+        }
+        // A discrete collection lies inside one step (its name says which): its trace has no
+        // step row, as verl's.
+        let discrete = extra.is_some_and(|e| e.contains("discrete"));
+        let expected = if discrete {
+            BTreeSet::new()
+        } else {
+            BTreeSet::from([1])
+        };
+        assert_eq!(rl_steps, expected, "RL steps from the traces ({extra:?})");
+        if verl_rows {
+            assert_eq!(profiler_steps, 6);
+        }
+        // From the collections themselves (raw data), the same RL step.
+        let loaded = rlprof_report::load(&save, &Default::default()).unwrap();
+        assert!(!loaded.profiles.is_empty());
+        for p in &loaded.profiles {
+            assert_eq!(p.steps, [1], "{extra:?}");
         }
     }
 }

@@ -68,43 +68,6 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
         },
     },
     Difference {
-        id: "step-markers",
-        verl: "torch: `ProfilerStep#k` rows mark update mini-batches (none under a schedule); npu: no step rows.",
-        rlprof: "every tool writes one `ProfilerStep#N` range per RL step N; mini-batches are `mini_batch{i}` ranges (each holding `train_batch`), as verl names them.",
-        why: "the report's per-step breakdown reads the step ranges; verl's mini-batch ranges carry the mini-batch boundaries.",
-        test: "crates/rlprof-trainer/tests/verl_parity.rs::torch_trace_is_flat_and_named_as_verl",
-        applies: collects,
-    },
-    Difference {
-        id: "mstx-domain",
-        verl: "stage ranges are mstx ranges in the default domain.",
-        rlprof: "stage ranges are in the DB's `MSTX_EVENTS` with domain `rlprof` (names as verl's).",
-        why: "`rlprof report` and `analyse --cluster` tell rlprof's structural ranges from a user's own mstx ranges by the domain.",
-        test: "crates/rlprof-export/tests/ascend_db.rs::stage_ranges_carry_verl_labels_in_the_rlprof_domain",
-        applies: |p| tool_is(p, Tool::Npu),
-    },
-    Difference {
-        id: "nvtx-colours",
-        verl: "NVTX ranges carry colours (`actor_update` red, `actor_compute_log_prob` blue, `ref_compute_log_prob` olive, `train_batch` red).",
-        rlprof: "NVTX ranges carry verl's stage names, in Nsight's default colours.",
-        why: "the `nvtx` crate rlprof builds on has no colour attribute.",
-        test: "crates/rlprof-profiler/src/nvtx.rs::ranges_follow_the_nsys_tool_and_the_feature",
-        applies: |p| tool_is(p, Tool::Nsys),
-    },
-    Difference {
-        id: "torch-windows",
-        verl: "a discrete `actor_update` under a schedule writes one trace per window, `..._mbA-B.json.gz`.",
-        rlprof: "one collection per stage call holds every window the schedule records, each mini-batch a `mini_batch{i}` range; one trace.",
-        why: "a collection is opened around a role call; splitting it by window is not built yet.",
-        test: "crates/rlprof-trainer/tests/verl_parity.rs::torch_schedule_samples_the_update_only",
-        applies: |p| {
-            tool_is(p, Tool::Torch)
-                && enabled(p).any(|(_, r)| {
-                    r.discrete && r.schedule.is_some() && r.schedule_scope == ScheduleScope::Update
-                })
-        },
-    },
-    Difference {
         id: "torch-e2e-earlier-stages",
         verl: "end-to-end, a schedule that skips ahead (`skip_first`, `wait` or `warmup` > 0) also drops the stages before the active window (log-prob passes): torch keeps only windows that end in RECORD_AND_SAVE.",
         rlprof: "the update's mini-batches are sub-sampled the same way; the earlier stages are kept in full.",

@@ -351,8 +351,14 @@ pub const API_MSTX: i64 = 50004;
 
 /// `MSTX_EVENTS.eventType` of a range (3 is a mark in msprof-analyze's queries).
 pub const MSTX_RANGE: i64 = 2;
-/// The `MSTX_EVENTS.domainId` string of rlprof's own ranges; their `category` is the rlprof
-/// range category code (`RangeCat`).
+/// The `MSTX_EVENTS.domainId` string of rlprof's own ranges that verl has no counterpart of
+/// (phases, iterations, spans); their `category` is the rlprof range category code (`RangeCat`).
 pub const RLPROF_DOMAIN: &str = "rlprof";
+/// The `MSTX_EVENTS.domainId` string of mstx's default domain, where verl 0.9.1's
+/// `mstx.range_start(message)` puts its stage ranges (`actor_update`, `actor_compute_log_prob`,
+/// `ref_compute_log_prob`, `train_batch`, ...): rlprof's role calls and the user's own ranges
+/// (`scope`, the `mini_batch{i}`/`train_batch` labels) go there too. A reader tells rlprof's
+/// structural ranges from the user's by the stage labels.
+pub const DEFAULT_DOMAIN: &str = "default";
 /// torch_npu's invalid value (`DbConstant.DB_INVALID_VALUE`), for ids that do not apply.
 pub const INVALID: i64 = 4_294_967_295;

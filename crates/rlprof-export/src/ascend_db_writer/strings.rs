@@ -17,7 +17,7 @@ pub enum Const {
     AiCpu,
     /// Memory component.
     Pta,
-    /// Domain of rlprof's own marker ranges.
+    /// Domain of rlprof's own marker ranges (those verl has no counterpart of).
     Rlprof,
     /// A communication op's waiting task.
     NotifyWait,
@@ -27,11 +27,13 @@ pub enum Const {
     DefaultGroup,
     /// Op of an allocation without one.
     Unknown,
+    /// mstx's default domain: verl's stage ranges and the user's own ranges.
+    DefaultDomain,
 }
 
 impl Const {
     /// Every constant, in id order.
-    pub const ALL: [Const; 8] = [
+    pub const ALL: [Const; 9] = [
         Const::AiCore,
         Const::AiCpu,
         Const::Pta,
@@ -40,6 +42,7 @@ impl Const {
         Const::Memcpy,
         Const::DefaultGroup,
         Const::Unknown,
+        Const::DefaultDomain,
     ];
 
     /// The string.
@@ -53,6 +56,7 @@ impl Const {
             Const::Memcpy => "Memcpy",
             Const::DefaultGroup => "default_group",
             Const::Unknown => "unknown",
+            Const::DefaultDomain => super::schema::DEFAULT_DOMAIN,
         }
     }
 

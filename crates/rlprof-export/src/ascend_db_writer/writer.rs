@@ -213,9 +213,15 @@ impl<'c, 'a> Writer<'c, 'a> {
         }
     }
 
-    /// Phases, role calls, iterations, user ranges and spans: rlprof-domain marker ranges.
+    /// Phases, role calls, iterations, user ranges and spans: marker ranges. Role calls (verl's
+    /// stage labels) and user ranges are in mstx's default domain, as verl's stage ranges are;
+    /// the ranges verl has no counterpart of are in the `rlprof` domain.
     fn mstx(&mut self, r: &RangeEv, name: Option<i64>) -> io::Result<()> {
         self.next_range += 1;
+        let domain = match RangeCat::from_u8(r.cat) {
+            Some(RangeCat::RoleCall | RangeCat::User) => Const::DefaultDomain,
+            _ => Const::Rlprof,
+        };
         let tid = self.tid(r.thread);
         self.t.mstx.push(
             self.db,
@@ -228,7 +234,7 @@ impl<'c, 'a> Writer<'c, 'a> {
                 name,
                 tid,
                 tid,
-                Const::Rlprof.id(),
+                domain.id(),
                 None,
             ],
         )

@@ -15,6 +15,9 @@
 //!   basename = {worker}_{train|stage}_step{N}_rank{R}-of-{W}_pid{P}_{ts17}, each part with
 //!   runs outside [0-9A-Za-z.=+-] turned into `-` (verl's build_trace_basename):
 //!   actor-rollout-ref_actor-update_step3_rank0-of-2_pid41_20260101120000123.json.gz
+//!   a discrete update under a schedule: one collection per window, `{basename}_mb{a}_torch_pt`,
+//!   and one trace per window, `{basename}_mb{a}-{b}.json.gz` (`_mb{a}` for one mini-batch),
+//!   the windows of one call sharing the basename, as verl's `get_torch_profiler` names them
 //! torch_memory:            {save_path}/{step{N}|steps{a}-{b}}/{host}_{pid}_{ts17}_torch_memory_pt/
 //!                          {save_path}/{step{N}|steps{a}-{b}}/torch_memory_rank{R}_pid{P}.pickle
 //! ```
@@ -123,6 +126,9 @@ pub struct CollectionId<'a> {
     pub rank: u32,
     /// World size.
     pub world_size: u32,
+    /// For one window of a scheduled torch update (verl's discrete `actor_update` under a
+    /// schedule writes one trace per window): the window's first mini-batch.
+    pub window: Option<u64>,
 }
 
 /// Where a collection goes and what it and its exported output are called.
@@ -239,9 +245,12 @@ pub fn place(save_path: &Path, id: &CollectionId<'_>, ts17: u64) -> Place {
         }
         Tool::Torch => {
             let basename = trace_basename(id, ts17);
+            // A window's collection is named by its first mini-batch; its trace takes verl's
+            // `_mb{a}[-{b}]` suffix from the mini-batches it recorded (`rlprof analyse`).
+            let window = id.window.map(|a| format!("_mb{a}")).unwrap_or_default();
             Place {
                 parent: base,
-                name: format!("{basename}_{}", tool_suffix(id.tool)),
+                name: format!("{basename}{window}_{}", tool_suffix(id.tool)),
                 export_name: Some(format!("{basename}.json.gz")),
             }
         }
@@ -478,6 +487,7 @@ mod tests {
             pid: 7,
             rank: 1,
             world_size: 2,
+            window: None,
         };
         let s = Path::new("/s");
         let ts = 20260101000000123;

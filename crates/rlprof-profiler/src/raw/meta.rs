@@ -73,6 +73,9 @@ pub struct CollectionMeta {
     /// snapshot name for torch_memory; written into the collection's parent. Absent: the
     /// export's own names.
     pub export_name: Option<String>,
+    /// One window of a scheduled torch update: its trace takes verl's `_mb{a}[-{b}]` suffix,
+    /// from the first and last mini-batch it recorded, before `.json.gz`.
+    pub mini_batch_window: bool,
 }
 
 impl Default for CollectionMeta {
@@ -99,6 +102,7 @@ impl Default for CollectionMeta {
             ns_per_tick: None,
             layout: None,
             export_name: None,
+            mini_batch_window: false,
         }
     }
 }

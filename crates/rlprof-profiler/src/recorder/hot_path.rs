@@ -296,6 +296,12 @@ pub(crate) fn with_ctx<T>(f: impl FnOnce(&RankContext) -> T) -> Option<T> {
     })
 }
 
+/// The current thread's range nesting depth (ranges open on it that were recorded).
+#[inline]
+pub(crate) fn depth() -> u16 {
+    BINDING.with(|b| b.depth.get())
+}
+
 /// Sets the op used for memory attribution on this thread; returns the previous one.
 #[inline]
 pub(crate) fn set_current_op(name: u32) -> u32 {

@@ -22,7 +22,9 @@
 
 mod hot_path;
 
-pub(crate) use hot_path::{BusyGuard, current_op, from_allocator, push, set_current_op, with_ctx};
+pub(crate) use hot_path::{
+    BusyGuard, current_op, depth, from_allocator, push, set_current_op, with_ctx,
+};
 pub use hot_path::{
     Open, ThreadBinding, active_gen, active_gen_structural, begin, begin_content, end, wants,
 };
@@ -66,6 +68,27 @@ pub(crate) struct IterState {
     pub(crate) sched: Option<(crate::plan::Schedule, crate::plan::IterKind)>,
     /// Next iteration id.
     pub(crate) next: u64,
+    /// One collection per schedule window (verl's discrete torch update), if set.
+    pub(crate) split: Option<WindowSplit>,
+}
+
+/// Splits a scheduled role call's collection at each schedule window: when a window's first
+/// recorded iteration begins and the open collection already holds a recorded iteration,
+/// `hook` (the controller) closes it and opens the next, before the iteration records.
+#[derive(Clone)]
+pub(crate) struct WindowSplit {
+    /// Called with the new window's first iteration id.
+    pub(crate) hook: Arc<dyn Fn(u64) + Send + Sync>,
+    /// Whether the open collection holds a recorded iteration.
+    pub(crate) recorded: bool,
+}
+
+impl std::fmt::Debug for WindowSplit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WindowSplit")
+            .field("recorded", &self.recorded)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The recording state of one rank (one per rank, shared by its threads).
@@ -483,6 +506,11 @@ impl Sink {
                 Ordering::Relaxed,
             );
         }
+    }
+
+    /// The generation of the collection this sink writes.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Writes the trailing strings, final calibration and end marker.

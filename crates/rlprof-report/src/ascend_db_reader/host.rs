@@ -161,6 +161,12 @@ impl Reader<'_, '_> {
         Ok(())
     }
 
+    /// `MSTX_EVENTS`. rlprof's DB (its `STRING_IDS` hold the `rlprof` domain) puts the ranges
+    /// verl has no counterpart of in the `rlprof` domain, their `category` the range category,
+    /// and verl's stage ranges in mstx's default domain beside the user's own ranges: there a
+    /// stage label ([`crate::roles::is_stage_label`]) is a role call and any other name (a
+    /// method name like `update_actor` included) a user range. In another DB (verl's own, older verl naming its ranges by method) every role-call
+    /// name is a role call.
     pub(super) fn read_mstx(&mut self) -> Result<(), Stop> {
         let rlprof = self.string_id("rlprof");
         let mut st = self.select(
@@ -181,6 +187,9 @@ impl Reader<'_, '_> {
             };
             let domain: Option<i64> = opt(r, 5)?;
             let ours = rlprof.is_some() && domain == rlprof;
+            let tid: i64 = opt(r, 4)?.unwrap_or(0);
+            let thread = self.host_thread(tid);
+            let name = self.name(opt(r, 3)?);
             let track = if ours {
                 match RangeCat::from_u8(opt(r, 2)?.unwrap_or(0) as u8) {
                     Some(RangeCat::Phase) => Track::Phase,
@@ -190,16 +199,16 @@ impl Reader<'_, '_> {
                     _ => Track::User,
                 }
             } else {
-                Track::User
-            };
-            let tid: i64 = opt(r, 4)?.unwrap_or(0);
-            let thread = self.host_thread(tid);
-            let name = self.name(opt(r, 3)?);
-            // verl 0.9.1's stage ranges (default domain) are role calls too.
-            let track = if track == Track::User && crate::roles::is_role_call(self.p.str(name)) {
-                Track::RoleCall
-            } else {
-                track
+                let label = self.p.str(name);
+                // rlprof names its role calls by verl's stage labels, and the two calls verl
+                // labels by method (`compute_values`, `compute_rm_score`).
+                let stage = if rlprof.is_some() {
+                    crate::roles::is_stage_label(label)
+                        || matches!(label, "compute_values" | "compute_rm_score")
+                } else {
+                    crate::roles::is_role_call(label)
+                };
+                if stage { Track::RoleCall } else { Track::User }
             };
             let e = self.event(start, end, name, thread, track);
             self.push(e)?;

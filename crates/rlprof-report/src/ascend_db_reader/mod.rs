@@ -3,8 +3,9 @@
 //! writes it by default. Read into the same [`Profile`] model as the text layout:
 //! - `PYTORCH_API` -> ops (`ProfilerStep#N` -> steps), with shapes, dtypes and call stacks;
 //! - `CANN_API` -> API / runtime calls (a communication op's own launch is not repeated);
-//! - `MSTX_EVENTS` -> marker ranges: rlprof's own (domain `rlprof`) keep their category
-//!   (phase, role call, iteration, span, user); others are user ranges;
+//! - `MSTX_EVENTS` -> marker ranges: those in the `rlprof` domain keep their category (phase,
+//!   role call, iteration, span, user); in the default domain, where verl and rlprof put their
+//!   stage ranges, a stage label is a role call and any other name a user range;
 //! - `TASK` + `COMPUTE_TASK_INFO` -> kernels; tasks of communication ops are folded into them;
 //! - `COMMUNICATION_OP` -> communication ops, with the bytes of their tasks
 //!   (`COMMUNICATION_TASK_INFO.size`) and the time of their `Notify_Wait` tasks as the wait;

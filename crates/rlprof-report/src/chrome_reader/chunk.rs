@@ -496,8 +496,9 @@ pub(super) fn push_raw(
     Some(RAW_DETAIL | i)
 }
 
-/// `ProfilerStep#12` -> 12.
+/// `ProfilerStep#12` (or rlprof's `rlprof_step#12`) -> 12.
 pub(super) fn step_number(name: &str) -> Option<u64> {
     name.strip_prefix("ProfilerStep#")
+        .or_else(|| name.strip_prefix(super::tracks::RL_STEP))
         .and_then(|s| s.parse().ok())
 }

@@ -373,6 +373,7 @@ impl State {
         p.steps.extend(steps);
         p.steps.sort_unstable();
         p.steps.dedup();
+        rl_steps(p);
         attribute_memory(p, &mem_thread);
         split_host_memory(p, &mem_host);
         let m = &mut p.meta;
@@ -464,4 +465,34 @@ pub(super) fn attribute_one(m: &mut MemEvent, before: &[(i64, i64, u32)]) {
         .find(|o| o.1 >= m.t)
         .map(|o| o.2)
         .unwrap_or(NONE);
+}
+
+/// rlprof's torch traces mark the RL step `rlprof_step#N` and, as verl's torch profiler does,
+/// each update mini-batch `ProfilerStep#k`: in a trace with `rlprof_step#N` rows the RL steps
+/// are the steps (named `ProfilerStep#N`, as every other reader names a step) and the
+/// mini-batch rows user ranges. Any other trace is left as it is.
+pub(crate) fn rl_steps(p: &mut Profile) {
+    let rl = |p: &Profile, e: &crate::model::Event| {
+        e.track == Track::Step && p.str(e.name).starts_with(super::tracks::RL_STEP)
+    };
+    if !p.events.iter().any(|e| rl(p, e)) {
+        return;
+    }
+    let mut steps = Vec::new();
+    for i in 0..p.events.len() {
+        if p.events[i].track != Track::Step {
+            continue;
+        }
+        let name = p.str(p.events[i].name).to_string();
+        match name.strip_prefix(super::tracks::RL_STEP) {
+            Some(n) => {
+                p.events[i].name = p.intern(&format!("ProfilerStep#{n}"));
+                steps.extend(n.parse::<u64>().ok());
+            }
+            None => p.events[i].track = Track::User,
+        }
+    }
+    steps.sort_unstable();
+    steps.dedup();
+    p.steps = steps;
 }

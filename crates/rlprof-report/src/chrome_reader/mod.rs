@@ -96,6 +96,6 @@ pub use file::{holds_trace_events, load_trace, read_into, read_stream};
 pub use tracks::classify;
 #[cfg(test)]
 pub(crate) use {
-    merge::split_host_memory,
+    merge::{rl_steps, split_host_memory},
     tracks::{demote_nested_role_calls, is_whole_trace},
 };

@@ -31,7 +31,7 @@ pub fn classify(cat: Option<&str>, name: &str) -> Track {
         _ => {}
     }
     let is = |c: &str| cat.eq_ignore_ascii_case(c);
-    if name.starts_with("ProfilerStep#") && !is_device_category(cat) {
+    if is_step_name(name) && !is_device_category(cat) {
         Track::Step
     } else if is("cpu_op") || is("operator") {
         Track::Op
@@ -80,11 +80,21 @@ pub(super) fn kernel_track(name: &str) -> Track {
 
 /// A host op, or the step when it is `ProfilerStep#N` (torch_npu writes steps as `cpu_op`).
 pub(super) fn op_track(name: &str) -> Track {
-    if name.starts_with("ProfilerStep#") {
+    if is_step_name(name) {
         Track::Step
     } else {
         Track::Op
     }
+}
+
+/// The name prefix of the RL step in rlprof's torch traces (`rlprof_step#N`), where
+/// `ProfilerStep#k` marks update mini-batches as verl's torch profiler writes them
+/// (`super::merge` reads such a trace's steps from `rlprof_step#N`).
+pub(super) const RL_STEP: &str = "rlprof_step#";
+
+/// A step's name: `ProfilerStep#N`, or rlprof's `rlprof_step#N`.
+pub(super) fn is_step_name(name: &str) -> bool {
+    name.starts_with("ProfilerStep#") || name.starts_with(RL_STEP)
 }
 
 /// Categories of device activity (a `ProfilerStep#N` there is the step's GPU-side mirror,
