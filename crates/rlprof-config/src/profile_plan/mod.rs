@@ -226,7 +226,8 @@ pub(crate) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, C
     }
 
     cross_role_warnings(&roles, &mut warnings);
-    let step_groups = if global.unknown_tool {
+    // precision_debugger dumps through its own plan (`verl.precision`), never a trace.
+    let step_groups = if global.unknown_tool || global.precision_debugger {
         Vec::new()
     } else if tool == Some(Tool::TorchMemory) {
         let n = roles

@@ -16,7 +16,7 @@
 use candle_core::{CpuStorage, DType, Storage, Tensor};
 use rlprof_profiler::plan::{MsprobeConfig, PrecisionPlan, RoleCall};
 use rlprof_profiler::{NameId, RankProfiler, resolve};
-use serde_json::{Map, Value, json};
+use std::fmt::Write as _;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -39,8 +39,8 @@ pub fn on() -> bool {
 struct Dump {
     dir: PathBuf,
     cfg: MsprobeConfig,
-    /// Entries in order: full name and value.
-    entries: Vec<(String, Value)>,
+    /// Entries in order.
+    entries: Vec<Entry>,
     /// Per-entry module path (stack.json).
     modules: Vec<String>,
     /// msprobe's per-API call counters.
@@ -53,6 +53,24 @@ struct Dump {
     names: HashMap<u32, String>,
     /// The forward call now running (its id), for the autograd tag.
     current: u32,
+}
+
+/// One tensor's statistics, as msprobe's `statistics` task writes them.
+struct Stats {
+    dtype: &'static str,
+    shape: Vec<usize>,
+    /// Max, Min, Mean, Norm (None: empty tensor).
+    s: Option<[f64; 4]>,
+    requires_grad: bool,
+}
+
+/// One dump.json entry: forward (`input_args`, `input_kwargs`, `output`) or backward (`input`,
+/// `output`); a side left out by `data_mode` is None.
+struct Entry {
+    name: String,
+    forward: bool,
+    input: Option<Vec<Option<Stats>>>,
+    output: Option<Vec<Option<Stats>>>,
 }
 
 /// The guard of one dumped stage: writes the dump when dropped.
@@ -181,22 +199,19 @@ pub(crate) fn forward(id: u32, module: NameId, inputs: &[&Tensor], out: Option<&
         if !d.wants(&name, true) {
             return;
         }
-        let mut v = Map::new();
-        if d.mode("input") {
-            v.insert(
-                "input_args".into(),
-                Value::Array(inputs.iter().map(|t| stats(t)).collect()),
-            );
-            v.insert("input_kwargs".into(), json!({}));
-        }
-        if d.mode("output") {
-            v.insert(
-                "output".into(),
-                Value::Array(out.map(stats).into_iter().collect()),
-            );
-        }
+        let input = d
+            .mode("input")
+            .then(|| inputs.iter().map(|t| Some(stats(t))).collect());
+        let output = d
+            .mode("output")
+            .then(|| out.map(stats).into_iter().map(Some).collect());
         let module = resolve(module).map_or_else(String::new, |s| s.to_string());
-        d.entries.push((name, Value::Object(v)));
+        d.entries.push(Entry {
+            name,
+            forward: true,
+            input,
+            output,
+        });
         d.modules.push(module);
     });
 }
@@ -214,22 +229,16 @@ pub(crate) fn backward(id: u32, grad: &Tensor, grads: &[Option<&Tensor>]) {
         if !d.wants(&name, false) {
             return;
         }
-        let mut v = Map::new();
-        if d.mode("input") {
-            v.insert("input".into(), Value::Array(vec![stats(grad)]));
-        }
-        if d.mode("output") {
-            v.insert(
-                "output".into(),
-                Value::Array(
-                    grads
-                        .iter()
-                        .map(|g| g.map_or(Value::Null, stats))
-                        .collect(),
-                ),
-            );
-        }
-        d.entries.push((name, Value::Object(v)));
+        let input = d.mode("input").then(|| vec![Some(stats(grad))]);
+        let output = d
+            .mode("output")
+            .then(|| grads.iter().map(|g| g.map(stats)).collect());
+        d.entries.push(Entry {
+            name,
+            forward: false,
+            input,
+            output,
+        });
         d.modules.push(String::new());
     });
 }
@@ -296,44 +305,99 @@ impl Dump {
 
     fn write(&self) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
-        let mut data = Map::new();
-        for (name, v) in &self.entries {
-            data.insert(name.clone(), v.clone());
+        let mut dump = String::new();
+        dump.push_str("{\n");
+        let _ = writeln!(dump, " \"task\": {},", quote(self.cfg.task.as_str()));
+        let _ = writeln!(dump, " \"level\": {},", quote(self.cfg.level.as_str()));
+        dump.push_str(" \"framework\": \"pytorch\",\n \"dump_data_dir\": null,\n \"data\": {");
+        for (i, e) in self.entries.iter().enumerate() {
+            dump.push_str(if i == 0 { "\n" } else { ",\n" });
+            write_entry(&mut dump, e);
         }
-        let dump = json!({
-            "task": self.cfg.task.as_str(),
-            "level": self.cfg.level.as_str(),
-            "framework": "pytorch",
-            "dump_data_dir": Value::Null,
-            "data": data,
-        });
-        let mut stack = Map::new();
-        for (i, ((name, _), module)) in self.entries.iter().zip(&self.modules).enumerate() {
+        dump.push_str(if self.entries.is_empty() { "}\n}" } else { "\n }\n}" });
+        let mut stack = String::from("{");
+        for (i, (e, module)) in self.entries.iter().zip(&self.modules).enumerate() {
             let frame = if module.is_empty() {
                 "File rlprof, in backward".to_string()
             } else {
                 format!("File rlprof, in {module}")
             };
-            stack.insert(i.to_string(), json!([[name], [frame]]));
+            let _ = write!(
+                stack,
+                "{}\n \"{i}\": [\n  [\n   {}\n  ],\n  [\n   {}\n  ]\n ]",
+                if i == 0 { "" } else { "," },
+                quote(&e.name),
+                quote(&frame)
+            );
         }
-        let write = |file: &str, v: &Value| -> std::io::Result<()> {
-            let text = pretty(v)?;
+        stack.push_str(if self.entries.is_empty() { "}" } else { "\n}" });
+        let write = |file: &str, text: &str| {
             rlprof_profiler::collection::safe_fs::write(&self.dir.join(file), text.as_bytes())
         };
         write("dump.json", &dump)?;
-        write("stack.json", &Value::Object(stack))?;
-        write("construct.json", &json!({}))
+        write("stack.json", &stack)?;
+        write("construct.json", "{}")
     }
 }
 
-/// JSON with a one-space indent, as msprobe writes it.
-fn pretty(v: &Value) -> std::io::Result<String> {
-    use serde::Serialize;
-    let mut out = Vec::new();
-    let fmt = serde_json::ser::PrettyFormatter::with_indent(b" ");
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-    v.serialize(&mut ser).map_err(std::io::Error::other)?;
-    String::from_utf8(out).map_err(std::io::Error::other)
+/// A JSON string.
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// One entry of dump.json's `data`, in msprobe's key order and one-space indent.
+fn write_entry(out: &mut String, e: &Entry) {
+    let _ = write!(out, "  {}: {{", quote(&e.name));
+    let mut first = true;
+    let mut side = |out: &mut String, key: &str, v: &Option<Vec<Option<Stats>>>| {
+        let Some(list) = v else { return };
+        out.push_str(if first { "\n" } else { ",\n" });
+        first = false;
+        let _ = write!(out, "   \"{key}\": [");
+        for (i, t) in list.iter().enumerate() {
+            out.push_str(if i == 0 { "\n" } else { ",\n" });
+            match t {
+                None => out.push_str("    null"),
+                Some(t) => write_stats(out, t),
+            }
+        }
+        out.push_str(if list.is_empty() { "]" } else { "\n   ]" });
+    };
+    if e.forward {
+        side(out, "input_args", &e.input);
+        if e.input.is_some() {
+            out.push_str(",\n   \"input_kwargs\": {}");
+        }
+    } else {
+        side(out, "input", &e.input);
+    }
+    side(out, "output", &e.output);
+    out.push_str(if e.input.is_none() && e.output.is_none() { "}" } else { "\n  }" });
+}
+
+fn write_stats(out: &mut String, t: &Stats) {
+    let num = |i: usize| {
+        t.s.map_or_else(
+            || "null".to_string(),
+            |s| serde_json::to_string(&s[i]).unwrap_or_else(|_| "null".into()),
+        )
+    };
+    let shape: Vec<String> = t.shape.iter().map(|d| format!("\n      {d}")).collect();
+    let shape = if shape.is_empty() {
+        "[]".to_string()
+    } else {
+        format!("[{}\n     ]", shape.join(","))
+    };
+    let _ = write!(
+        out,
+        "    {{\n     \"type\": \"torch.Tensor\",\n     \"dtype\": \"{}\",\n     \"shape\": {shape},\n     \"Max\": {},\n     \"Min\": {},\n     \"Mean\": {},\n     \"Norm\": {},\n     \"requires_grad\": {}\n    }}",
+        t.dtype,
+        num(0),
+        num(1),
+        num(2),
+        num(3),
+        t.requires_grad
+    );
 }
 
 /// msprobe's spelling of a dtype in dump.json.
@@ -405,20 +469,14 @@ impl Acc {
     }
 }
 
-/// One tensor's entry, as msprobe's `statistics` task writes it.
-fn stats(t: &Tensor) -> Value {
-    let s = summary(t);
-    let num = |i: usize| s.map_or(Value::Null, |s| json!(s[i]));
-    json!({
-        "type": "torch.Tensor",
-        "dtype": torch_dtype(t.dtype()),
-        "shape": t.dims(),
-        "Max": num(0),
-        "Min": num(1),
-        "Mean": num(2),
-        "Norm": num(3),
-        "requires_grad": t.track_op(),
-    })
+/// One tensor's statistics, as msprobe's `statistics` task writes them.
+fn stats(t: &Tensor) -> Stats {
+    Stats {
+        dtype: torch_dtype(t.dtype()),
+        shape: t.dims().to_vec(),
+        s: summary(t),
+        requires_grad: t.track_op(),
+    }
 }
 
 #[cfg(test)]
@@ -436,6 +494,56 @@ mod tests {
         let col = t.narrow(1, 1, 1)?;
         assert_eq!(summary(&col).expect("non-empty")[0], 4.0);
         assert_eq!(summary(&col).expect("non-empty")[1], -2.0);
+        Ok(())
+    }
+
+    #[test]
+    fn dump_json_keeps_call_order_and_msprobe_key_order() -> candle_core::Result<()> {
+        let dir = tempfile::tempdir().map_err(candle_core::Error::wrap)?;
+        let t = Tensor::new(&[1f32, 2.0], &candle_core::Device::Cpu)?;
+        let e = |name: &str, forward: bool| Entry {
+            name: name.into(),
+            forward,
+            input: Some(vec![Some(stats(&t))]),
+            output: Some(vec![Some(stats(&t)), None]),
+        };
+        let d = Dump {
+            dir: dir.path().to_path_buf(),
+            cfg: MsprobeConfig {
+                path: PathBuf::new(),
+                task: rlprof_profiler::plan::MsprobeTask::Statistics,
+                level: rlprof_profiler::plan::MsprobeLevel::L1,
+                ranks: vec![],
+                steps: vec![],
+                scope: vec![],
+                list: vec![],
+                data_mode: vec!["all".into()],
+                summary_mode: "statistics".into(),
+            },
+            entries: vec![e("Tensor.__mul__.0.forward", true), e("Functional.linear.0.backward", false)],
+            modules: vec!["model.layers.0".into(), String::new()],
+            counters: HashMap::new(),
+            calls: vec![],
+            in_scope: false,
+            names: HashMap::new(),
+            current: 0,
+        };
+        d.write().map_err(candle_core::Error::wrap)?;
+        let text = std::fs::read_to_string(dir.path().join("dump.json")).map_err(candle_core::Error::wrap)?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(candle_core::Error::wrap)?;
+        assert_eq!(v["data"]["Tensor.__mul__.0.forward"]["input_args"][0]["Max"], 2.0);
+        assert_eq!(v["data"]["Functional.linear.0.backward"]["output"][1], serde_json::Value::Null);
+        // call order, and msprobe's key order within a tensor
+        assert!(text.find("Tensor.__mul__").unwrap() < text.find("Functional.linear").unwrap());
+        let keys = ["\"type\"", "\"dtype\"", "\"shape\"", "\"Max\"", "\"Min\"", "\"Mean\"", "\"Norm\"", "\"requires_grad\""];
+        let pos: Vec<usize> = keys.iter().map(|k| text.find(k).unwrap()).collect();
+        assert!(pos.windows(2).all(|w| w[0] < w[1]), "{text}");
+        let stack: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("stack.json")).map_err(candle_core::Error::wrap)?,
+        )
+        .map_err(candle_core::Error::wrap)?;
+        assert_eq!(stack["0"][0][0], "Tensor.__mul__.0.forward");
+        assert_eq!(stack["0"][1][0], "File rlprof, in model.layers.0");
         Ok(())
     }
 
