@@ -53,6 +53,9 @@ struct Dump {
     names: HashMap<u32, String>,
     /// The forward call now running (its id), for the autograd tag.
     current: u32,
+    /// Statistics of the op outputs seen in this dump, by tensor id: an op's output is
+    /// usually the next op's input, and a tensor an op created never changes.
+    seen: HashMap<candle_core::TensorId, Option<[f64; 4]>>,
 }
 
 /// One tensor's statistics, as msprobe's `statistics` task writes them.
@@ -129,6 +132,7 @@ pub fn start(p: &PrecisionPlan, rank: u32, step: u64, call: RoleCall) -> StageDu
         in_scope: false,
         names: HashMap::new(),
         current: 0,
+        seen: HashMap::new(),
     };
     let fresh = DUMP.with(|c| c.borrow_mut().replace(d).is_none());
     if fresh {
@@ -199,12 +203,15 @@ pub(crate) fn forward(id: u32, module: NameId, inputs: &[&Tensor], out: Option<&
         if !d.wants(&name, true) {
             return;
         }
-        let input = d
-            .mode("input")
-            .then(|| inputs.iter().map(|t| Some(stats(t))).collect());
+        let input = d.mode("input").then(|| {
+            inputs
+                .iter()
+                .map(|t| Some(d.stats(t, false)))
+                .collect()
+        });
         let output = d
             .mode("output")
-            .then(|| out.map(stats).into_iter().map(Some).collect());
+            .then(|| out.map(|t| Some(d.stats(t, true))).into_iter().collect());
         let module = resolve(module).map_or_else(String::new, |s| s.to_string());
         d.entries.push(Entry {
             name,
@@ -229,10 +236,13 @@ pub(crate) fn backward(id: u32, grad: &Tensor, grads: &[Option<&Tensor>]) {
         if !d.wants(&name, false) {
             return;
         }
-        let input = d.mode("input").then(|| vec![Some(stats(grad))]);
-        let output = d
-            .mode("output")
-            .then(|| grads.iter().map(|g| g.map(stats)).collect());
+        let input = d.mode("input").then(|| vec![Some(d.stats(grad, false))]);
+        let output = d.mode("output").then(|| {
+            grads
+                .iter()
+                .map(|g| g.map(|t| d.stats(t, true)))
+                .collect()
+        });
         d.entries.push(Entry {
             name,
             forward: false,
@@ -268,6 +278,27 @@ impl Grads for (Option<Tensor>, Option<Tensor>, Option<Tensor>) {
 }
 
 impl Dump {
+    /// [`stats`] of `t`, reusing those of an op output seen before; `created` when an op of
+    /// this dump created `t` (its statistics are kept for the ops that read it).
+    fn stats(&mut self, t: &Tensor, created: bool) -> Stats {
+        let s = match self.seen.get(&t.id()) {
+            Some(s) => *s,
+            None => {
+                let s = summary(t);
+                if created {
+                    self.seen.insert(t.id(), s);
+                }
+                s
+            }
+        };
+        Stats {
+            dtype: torch_dtype(t.dtype()),
+            shape: t.dims().to_vec(),
+            s,
+            requires_grad: t.track_op(),
+        }
+    }
+
     /// msprobe's `data_mode` (its `_get_allowed_data_mode`): `all`, else the listed modes, with
     /// both directions when none is listed and both sides when none is listed.
     fn allowed(&self, mode: &str) -> bool {
@@ -375,11 +406,22 @@ fn write_entry(out: &mut String, e: &Entry) {
     out.push_str(if e.input.is_none() && e.output.is_none() { "}" } else { "\n  }" });
 }
 
+/// A float as Python's `json.dump` writes it (`NaN`, `Infinity` for the non-finite).
+fn py_float(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x.is_infinite() {
+        if x > 0.0 { "Infinity" } else { "-Infinity" }.into()
+    } else {
+        serde_json::to_string(&x).unwrap_or_else(|_| "null".into())
+    }
+}
+
 fn write_stats(out: &mut String, t: &Stats) {
     let num = |i: usize| {
         t.s.map_or_else(
             || "null".to_string(),
-            |s| serde_json::to_string(&s[i]).unwrap_or_else(|_| "null".into()),
+            |s| py_float(s[i]),
         )
     };
     let shape: Vec<String> = t.shape.iter().map(|d| format!("\n      {d}")).collect();
@@ -420,7 +462,7 @@ pub fn summary(t: &Tensor) -> Option<[f64; 4]> {
     let mut acc = Acc::default();
     let (s, l) = t.storage_and_layout();
     match (&*s, l.contiguous_offsets()) {
-        (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) => v[a..b].iter().for_each(|x| acc.add(f64::from(*x))),
+        (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) => acc.add_f32(&v[a..b]),
         (Storage::Cpu(CpuStorage::U32(v)), Some((a, b))) => v[a..b].iter().for_each(|x| acc.add(f64::from(*x))),
         _ => {
             drop(s);
@@ -431,7 +473,8 @@ pub fn summary(t: &Tensor) -> Option<[f64; 4]> {
     acc.finish()
 }
 
-#[derive(Default)]
+/// Running Max, Min, sum and sum of squares (f64), over 8 independent lanes so that the loop
+/// vectorises.
 struct Acc {
     n: u64,
     max: f64,
@@ -440,19 +483,52 @@ struct Acc {
     sq: f64,
 }
 
+impl Default for Acc {
+    fn default() -> Self {
+        Acc {
+            n: 0,
+            max: f64::NEG_INFINITY,
+            min: f64::INFINITY,
+            sum: 0.0,
+            sq: 0.0,
+        }
+    }
+}
+
 impl Acc {
     #[inline]
     fn add(&mut self, x: f64) {
-        if self.n == 0 {
-            self.max = x;
-            self.min = x;
-        } else {
-            self.max = self.max.max(x);
-            self.min = self.min.min(x);
-        }
+        self.max = self.max.max(x);
+        self.min = self.min.min(x);
         self.n += 1;
         self.sum += x;
         self.sq += x * x;
+    }
+
+    fn add_f32(&mut self, v: &[f32]) {
+        const L: usize = 8;
+        let (mut mx, mut mn, mut su, mut sq) = ([f32::NEG_INFINITY; L], [f32::INFINITY; L], [0f64; L], [0f64; L]);
+        let mut chunks = v.chunks_exact(L);
+        for c in &mut chunks {
+            for i in 0..L {
+                let x = c[i];
+                mx[i] = mx[i].max(x);
+                mn[i] = mn[i].min(x);
+                let y = f64::from(x);
+                su[i] += y;
+                sq[i] += y * y;
+            }
+        }
+        for i in 0..L {
+            self.max = self.max.max(f64::from(mx[i]));
+            self.min = self.min.min(f64::from(mn[i]));
+            self.sum += su[i];
+            self.sq += sq[i];
+        }
+        self.n += (v.len() - chunks.remainder().len()) as u64;
+        for x in chunks.remainder() {
+            self.add(f64::from(*x));
+        }
     }
 
     fn finish(&self) -> Option<[f64; 4]> {
@@ -460,6 +536,10 @@ impl Acc {
             return None;
         }
         let r = |x: f64| f64::from(x as f32);
+        if self.sum.is_nan() {
+            // a NaN element: PyTorch's max and min propagate it
+            return Some([f64::NAN, f64::NAN, f64::NAN, r(self.sq.sqrt())]);
+        }
         Some([
             r(self.max),
             r(self.min),
@@ -470,6 +550,7 @@ impl Acc {
 }
 
 /// One tensor's statistics, as msprobe's `statistics` task writes them.
+#[cfg(test)]
 fn stats(t: &Tensor) -> Stats {
     Stats {
         dtype: torch_dtype(t.dtype()),
@@ -544,6 +625,19 @@ mod tests {
         .map_err(candle_core::Error::wrap)?;
         assert_eq!(stack["0"][0][0], "Tensor.__mul__.0.forward");
         assert_eq!(stack["0"][1][0], "File rlprof, in model.layers.0");
+        Ok(())
+    }
+
+    #[test]
+    fn a_nan_propagates_to_max_min_and_mean_as_in_pytorch() -> candle_core::Result<()> {
+        let t = Tensor::new(&[1f32, f32::NAN, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0], &candle_core::Device::Cpu)?;
+        let s = summary(&t).expect("non-empty");
+        assert!(s[0].is_nan() && s[1].is_nan() && s[2].is_nan());
+        assert_eq!(py_float(s[0]), "NaN");
+        let t = Tensor::new(&[1f32, -5.0, 3.0, 0.5, 0.25, 0.0, 7.0, 2.0, 9.0, -1.0, 4.0], &candle_core::Device::Cpu)?;
+        let [max, min, mean, _] = summary(&t).expect("non-empty");
+        assert_eq!((max, min), (9.0, -5.0));
+        assert!((mean - 20.75 / 11.0).abs() < 1e-6);
         Ok(())
     }
 
