@@ -626,7 +626,8 @@ fn precision_compare(a: &Path, b: &Path, output: Option<&Path>, force: bool) -> 
         }
         None => {
             let mut o = std::io::stdout().lock();
-            std::io::Write::write_all(&mut o, text.as_bytes()).map_err(crate::output::StdoutFailed)?;
+            std::io::Write::write_all(&mut o, text.as_bytes())
+                .map_err(crate::output::StdoutFailed)?;
             std::io::Write::flush(&mut o).map_err(crate::output::StdoutFailed)?;
         }
     }

@@ -112,7 +112,10 @@ fn precision_debugger_dumps_the_listed_stages_of_the_listed_steps_on_both_ranks(
             assert_eq!(d["framework"], "pytorch");
             let data = d["data"].as_object().unwrap();
             assert!(data.contains_key("Functional.linear.0.forward"), "{stage}");
-            assert!(data.contains_key("Functional.rms_norm.0.forward"), "{stage}");
+            assert!(
+                data.contains_key("Functional.rms_norm.0.forward"),
+                "{stage}"
+            );
             let backward = data.keys().filter(|k| k.ends_with(".backward")).count();
             if stage == "actor_update" {
                 assert!(
@@ -129,7 +132,12 @@ fn precision_debugger_dumps_the_listed_stages_of_the_listed_steps_on_both_ranks(
                 } else {
                     (&e["input"], &e["output"])
                 };
-                for t in ins.as_array().unwrap().iter().chain(outs.as_array().unwrap()) {
+                for t in ins
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .chain(outs.as_array().unwrap())
+                {
                     if !t.is_null() {
                         check_tensor(t, &format!("{stage} rank{rank} {name}"));
                     }
@@ -142,8 +150,13 @@ fn precision_debugger_dumps_the_listed_stages_of_the_listed_steps_on_both_ranks(
         assert_eq!(names[0], names[1], "{stage}: both ranks run the same APIs");
         let (a, b) = (dump(&prof, stage, 0), dump(&prof, stage, 1));
         let w = |d: &Value| d["data"]["Functional.linear.0.forward"]["input_args"][1].clone();
-        assert_eq!(w(&a), w(&b), "{stage}: the weights are the same on both ranks");
-        let x = |d: &Value| d["data"]["Functional.linear.0.forward"]["input_args"][0]["Norm"].clone();
+        assert_eq!(
+            w(&a),
+            w(&b),
+            "{stage}: the weights are the same on both ranks"
+        );
+        let x =
+            |d: &Value| d["data"]["Functional.linear.0.forward"]["input_args"][0]["Norm"].clone();
         assert_ne!(x(&a), x(&b), "{stage}: the ranks' inputs differ");
     }
 }
@@ -156,13 +169,22 @@ fn msprobe_data_mode_and_list_filter_the_entries() {
         r#"{"task": "statistics", "level": "L1", "rank": [1],
             "statistics": {"list": ["linear"], "data_mode": ["backward", "input"]}}"#,
     );
-    assert!(!rank_dir(&prof, "actor_update", 0).exists(), "rank 0 is not listed");
+    assert!(
+        !rank_dir(&prof, "actor_update", 0).exists(),
+        "rank 0 is not listed"
+    );
     let d = dump(&prof, "actor_update", 1);
     let data = d["data"].as_object().unwrap();
     assert!(!data.is_empty());
     for (name, e) in data {
-        assert!(name.starts_with("Functional.linear.") && name.ends_with(".backward"), "{name}");
-        assert!(e.get("input").is_some() && e.get("output").is_none(), "{name}: {e}");
+        assert!(
+            name.starts_with("Functional.linear.") && name.ends_with(".backward"),
+            "{name}"
+        );
+        assert!(
+            e.get("input").is_some() && e.get("output").is_none(),
+            "{name}: {e}"
+        );
     }
 }
 
@@ -238,6 +260,9 @@ fn msprobe_compare_matches_every_api_of_rank0_against_rank1() {
         let apis: BTreeSet<String> = d["data"].as_object().unwrap().keys().cloned().collect();
         assert!(!apis.is_empty());
         let missing: Vec<&String> = apis.difference(&matched).collect();
-        assert!(missing.is_empty(), "{stage}: not matched by msprobe compare: {missing:?}");
+        assert!(
+            missing.is_empty(),
+            "{stage}: not matched by msprobe compare: {missing:?}"
+        );
     }
 }

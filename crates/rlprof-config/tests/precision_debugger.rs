@@ -48,22 +48,44 @@ fn stages_follow_verl_and_the_window_is_global_steps() {
     let calls: Vec<RoleCall> = pd.stages.iter().map(|s| s.call).collect();
     assert_eq!(calls, [RoleCall::ComputeRefLogProb, RoleCall::UpdateActor]);
     let m = &pd.stages[0].msprobe;
-    assert_eq!((m.task, m.level), (MsprobeTask::Statistics, MsprobeLevel::L1));
+    assert_eq!(
+        (m.task, m.level),
+        (MsprobeTask::Statistics, MsprobeLevel::L1)
+    );
     assert_eq!(m.data_mode, ["all"]);
     let w = p.warnings.join("\n");
-    assert!(w.contains("`precision_debugger.steps` is deprecated and ignored"), "{w}");
-    assert!(w.contains("Ignoring precision_debugger stages: ['rollout_generate']"), "{w}");
-    assert!(w.contains("Unknown precision_debugger stages: ['bogus']"), "{w}");
+    assert!(
+        w.contains("`precision_debugger.steps` is deprecated and ignored"),
+        "{w}"
+    );
+    assert!(
+        w.contains("Ignoring precision_debugger stages: ['rollout_generate']"),
+        "{w}"
+    );
+    assert!(
+        w.contains("Unknown precision_debugger stages: ['bogus']"),
+        "{w}"
+    );
     assert!(p.verl.start_errors.is_empty(), "{:?}", p.verl.start_errors);
     let text = describe(&p);
-    assert!(text.contains("precision_debugger: msprobe dumps of steps [2]"), "{text}");
-    assert!(text.contains("/tmp/pd/step_{global_step}/{stage}/step0/rank{R}/dump.json"), "{text}");
+    assert!(
+        text.contains("precision_debugger: msprobe dumps of steps [2]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("/tmp/pd/step_{global_step}/{stage}/step0/rank{R}/dump.json"),
+        "{text}"
+    );
 }
 
 #[test]
 fn an_unknown_stage_fails_with_strict() {
     let d = tempfile::tempdir().unwrap();
-    let e = problems(&job(d.path(), L1, "stages: [actor_update, bogus], strict: true"));
+    let e = problems(&job(
+        d.path(),
+        L1,
+        "stages: [actor_update, bogus], strict: true",
+    ));
     assert!(
         e.iter().any(|m| m.contains("precision_debugger.stages")
             && m.contains("Unknown precision_debugger stages: ['bogus']")),
@@ -78,7 +100,10 @@ fn without_config_path_nothing_is_dumped_with_a_warning() {
     );
     assert!(p.verl.precision.is_none());
     let w = p.warnings.join("\n");
-    assert!(w.contains("config_path: not set") && w.contains("dump nothing"), "{w}");
+    assert!(
+        w.contains("config_path: not set") && w.contains("dump nothing"),
+        "{w}"
+    );
     assert!(w.contains("actor_update"), "{w}");
 }
 
@@ -86,20 +111,36 @@ fn without_config_path_nothing_is_dumped_with_a_warning() {
 fn msprobe_keys_rlprof_cannot_honour_are_errors() {
     let d = tempfile::tempdir().unwrap();
     for (cfg, needle) in [
-        (r#"{"task": "overflow_check"}"#, "is not a task rlprof dumps"),
+        (
+            r#"{"task": "overflow_check"}"#,
+            "is not a task rlprof dumps",
+        ),
         (r#"{"level": "L2"}"#, "is not a level rlprof dumps"),
         (r#"{"statistics": {"summary_mode": "md5"}}"#, "md5"),
-        (r#"{"dump_enable": true}"#, "msprobe key 'dump_enable' is not honoured"),
-        (r#"{"statistics": {"data_mode": ["all", "input"]}}"#, "'all' cannot be combined"),
+        (
+            r#"{"dump_enable": true}"#,
+            "msprobe key 'dump_enable' is not honoured",
+        ),
+        (
+            r#"{"statistics": {"data_mode": ["all", "input"]}}"#,
+            "'all' cannot be combined",
+        ),
         (r#"{"statistics": {"data_mode": ["sideways"]}}"#, "sideways"),
-        (r#"{"statistics": {"scope": ["Functional.linear.0.forward"]}}"#, "[first, last] pair"),
-        (r#"{"statistics": {"slice": [[0, 1]]}}"#, "msprobe key 'slice' is not honoured"),
+        (
+            r#"{"statistics": {"scope": ["Functional.linear.0.forward"]}}"#,
+            "[first, last] pair",
+        ),
+        (
+            r#"{"statistics": {"slice": [[0, 1]]}}"#,
+            "msprobe key 'slice' is not honoured",
+        ),
         (r#"{"rank": ["0-3"]}"#, "ranges are not honoured"),
         ("{not json", "is not valid JSON"),
     ] {
         let e = problems(&job(d.path(), cfg, "stages: [actor_update]"));
         assert!(
-            e.iter().any(|m| m.contains("config_path") && m.contains(needle)),
+            e.iter()
+                .any(|m| m.contains("config_path") && m.contains(needle)),
             "{cfg}: {e:?}"
         );
     }
@@ -138,6 +179,13 @@ fn a_role_block_wins_for_its_stages() {
         "actor_rollout_ref: {actor: {profiler: {enable: true, all_ranks: true}}, ref: {profiler: {tool_config: {precision_debugger: {stages: [ref_compute_log_prob]}}}}}",
     );
     let p = plan(&y);
-    let calls: Vec<RoleCall> = p.verl.precision.unwrap().stages.iter().map(|s| s.call).collect();
+    let calls: Vec<RoleCall> = p
+        .verl
+        .precision
+        .unwrap()
+        .stages
+        .iter()
+        .map(|s| s.call)
+        .collect();
     assert_eq!(calls, [RoleCall::ComputeRefLogProb, RoleCall::UpdateActor]);
 }

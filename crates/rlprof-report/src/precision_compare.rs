@@ -357,7 +357,10 @@ pub fn render_text(c: &Comparison) -> String {
         let _ = writeln!(s, "unpaired dump: {u}");
     }
     if !c.probs_diff.is_empty() {
-        let _ = writeln!(s, "rollout vs actor log-prob mismatch per step (training/rollout_probs_diff_*):");
+        let _ = writeln!(
+            s,
+            "rollout vs actor log-prob mismatch per step (training/rollout_probs_diff_*):"
+        );
         for d in &c.probs_diff {
             let f = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |x| format!("{x:.6}"));
             let _ = writeln!(
@@ -428,7 +431,10 @@ mod tests {
         assert_eq!(p.largest[0].tensor, "Functional.aa.0.forward.output.0");
         assert!((p.largest[0].rel - 1.0).abs() < 1e-12);
         let text = render_text(&c);
-        assert!(text.contains("first diverging API: Torch.zz.0.forward.output.0"), "{text}");
+        assert!(
+            text.contains("first diverging API: Torch.zz.0.forward.output.0"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -450,7 +456,10 @@ mod tests {
         assert!(c.pairs[0].first_divergence.is_none());
         let c = compare(&d.path().join("x"), &d.path().join("y/rank1")).unwrap();
         assert_eq!(c.probs_diff.len(), 2);
-        assert_eq!((c.probs_diff[0].mean, c.probs_diff[0].max), (Some(0.25), Some(0.5)));
+        assert_eq!(
+            (c.probs_diff[0].mean, c.probs_diff[0].max),
+            (Some(0.25), Some(0.5))
+        );
         assert_eq!(c.probs_diff[1].mean, None);
         assert!(render_text(&c).contains("step 1: mean 0.250000 max 0.500000"));
     }

@@ -51,7 +51,10 @@ impl RawPrecision {
     pub(super) fn over(&self, base: &RawPrecision) -> RawPrecision {
         RawPrecision {
             path: self.path.clone().or_else(|| base.path.clone()),
-            config_path: self.config_path.clone().or_else(|| base.config_path.clone()),
+            config_path: self
+                .config_path
+                .clone()
+                .or_else(|| base.config_path.clone()),
             stages: self.stages.clone().or_else(|| base.stages.clone()),
             strict: self.strict.or(base.strict),
             steps_given: self.steps_given || base.steps_given,
@@ -266,7 +269,11 @@ const TASK_KEYS: &[&str] = &["scope", "list", "data_mode", "summary_mode"];
 
 /// Reads and checks an msprobe `config.json` (mindstudio-probe 26.2's `CommonConfig` and task
 /// configs): every key is honoured or is a clear error, never silently ignored.
-pub(super) fn read_msprobe_config(cx: &mut Reader, file: &Path, key: &str) -> Option<MsprobeConfig> {
+pub(super) fn read_msprobe_config(
+    cx: &mut Reader,
+    file: &Path,
+    key: &str,
+) -> Option<MsprobeConfig> {
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) => {
@@ -283,18 +290,12 @@ pub(super) fn read_msprobe_config(cx: &mut Reader, file: &Path, key: &str) -> Op
     let doc: Value = match serde_json::from_str(&text) {
         Ok(v) => v,
         Err(e) => {
-            cx.err(
-                key,
-                format!("'{}' is not valid JSON ({e})", file.display()),
-            );
+            cx.err(key, format!("'{}' is not valid JSON ({e})", file.display()));
             return None;
         }
     };
     let Some(top) = doc.as_object() else {
-        cx.err(
-            key,
-            format!("'{}' is not a JSON object", file.display()),
-        );
+        cx.err(key, format!("'{}' is not a JSON object", file.display()));
         return None;
     };
     let at = |k: &str| format!("{key} ('{}'): {k}", file.display());
@@ -342,14 +343,25 @@ pub(super) fn read_msprobe_config(cx: &mut Reader, file: &Path, key: &str) -> Op
     let ranks = int_list(cx, top.get("rank"), &at("rank"));
     let steps = int_list(cx, top.get("step"), &at("step"));
     for (k, ok) in [
-        ("extra_info", top.get("extra_info").is_none_or(|v| v == &Value::Bool(true))),
-        ("async_dump", top.get("async_dump").is_none_or(Value::is_boolean)),
+        (
+            "extra_info",
+            top.get("extra_info")
+                .is_none_or(|v| v == &Value::Bool(true)),
+        ),
+        (
+            "async_dump",
+            top.get("async_dump").is_none_or(Value::is_boolean),
+        ),
         (
             "precision",
             top.get("precision")
                 .is_none_or(|v| v == "low" || v == "high"),
         ),
-        ("dump_path", top.get("dump_path").is_none_or(|v| v.is_string() || v.is_null())),
+        (
+            "dump_path",
+            top.get("dump_path")
+                .is_none_or(|v| v.is_string() || v.is_null()),
+        ),
     ] {
         if !ok {
             let want = match k {
@@ -397,7 +409,9 @@ pub(super) fn read_msprobe_config(cx: &mut Reader, file: &Path, key: &str) -> Op
     if let Some(bad) = list.iter().find(|s| s.starts_with("name-regex(")) {
         cx.err(
             &at(&format!("{block_key}.list")),
-            format!("'{bad}': name-regex(...) entries are not honoured by rlprof; list name fragments"),
+            format!(
+                "'{bad}': name-regex(...) entries are not honoured by rlprof; list name fragments"
+            ),
         );
     }
     let mut data_mode = str_list(

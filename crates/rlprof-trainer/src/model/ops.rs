@@ -29,7 +29,11 @@ pub fn traced(
         guard.dtypes(dtypes_of(inputs));
     }
     let prev = autograd::enter_forward(name, module);
-    let pd = if precision::on() { precision::enter(name) } else { 0 };
+    let pd = if precision::on() {
+        precision::enter(name)
+    } else {
+        0
+    };
     let out = if !wants(Content::Npu) {
         f()
     } else {

@@ -16,9 +16,9 @@
 use candle_core::{CpuStorage, DType, Storage, Tensor};
 use rlprof_profiler::plan::{MsprobeConfig, PrecisionPlan, RoleCall};
 use rlprof_profiler::{NameId, RankProfiler, resolve};
-use std::fmt::Write as _;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -89,7 +89,10 @@ impl Drop for StageDump {
         if let Some(d) = d
             && let Err(e) = d.write()
         {
-            tracing::warn!("precision_debugger: writing the dump under {} failed: {e}", d.dir.display());
+            tracing::warn!(
+                "precision_debugger: writing the dump under {} failed: {e}",
+                d.dir.display()
+            );
         }
     }
 }
@@ -203,12 +206,9 @@ pub(crate) fn forward(id: u32, module: NameId, inputs: &[&Tensor], out: Option<&
         if !d.wants(&name, true) {
             return;
         }
-        let input = d.mode("input").then(|| {
-            inputs
-                .iter()
-                .map(|t| Some(d.stats(t, false)))
-                .collect()
-        });
+        let input = d
+            .mode("input")
+            .then(|| inputs.iter().map(|t| Some(d.stats(t, false))).collect());
         let output = d
             .mode("output")
             .then(|| out.map(|t| Some(d.stats(t, true))).into_iter().collect());
@@ -237,12 +237,9 @@ pub(crate) fn backward(id: u32, grad: &Tensor, grads: &[Option<&Tensor>]) {
             return;
         }
         let input = d.mode("input").then(|| vec![Some(d.stats(grad, false))]);
-        let output = d.mode("output").then(|| {
-            grads
-                .iter()
-                .map(|g| g.map(|t| d.stats(t, true)))
-                .collect()
-        });
+        let output = d
+            .mode("output")
+            .then(|| grads.iter().map(|g| g.map(|t| d.stats(t, true))).collect());
         d.entries.push(Entry {
             name,
             forward: false,
@@ -345,7 +342,11 @@ impl Dump {
             dump.push_str(if i == 0 { "\n" } else { ",\n" });
             write_entry(&mut dump, e);
         }
-        dump.push_str(if self.entries.is_empty() { "}\n}" } else { "\n }\n}" });
+        dump.push_str(if self.entries.is_empty() {
+            "}\n}"
+        } else {
+            "\n }\n}"
+        });
         let mut stack = String::from("{");
         for (i, (e, module)) in self.entries.iter().zip(&self.modules).enumerate() {
             let frame = if module.is_empty() {
@@ -403,7 +404,11 @@ fn write_entry(out: &mut String, e: &Entry) {
         side(out, "input", &e.input);
     }
     side(out, "output", &e.output);
-    out.push_str(if e.input.is_none() && e.output.is_none() { "}" } else { "\n  }" });
+    out.push_str(if e.input.is_none() && e.output.is_none() {
+        "}"
+    } else {
+        "\n  }"
+    });
 }
 
 /// A float as Python's `json.dump` writes it (`NaN`, `Infinity` for the non-finite).
@@ -418,12 +423,7 @@ fn py_float(x: f64) -> String {
 }
 
 fn write_stats(out: &mut String, t: &Stats) {
-    let num = |i: usize| {
-        t.s.map_or_else(
-            || "null".to_string(),
-            |s| py_float(s[i]),
-        )
-    };
+    let num = |i: usize| t.s.map_or_else(|| "null".to_string(), |s| py_float(s[i]));
     let shape: Vec<String> = t.shape.iter().map(|d| format!("\n      {d}")).collect();
     let shape = if shape.is_empty() {
         "[]".to_string()
@@ -463,10 +463,16 @@ pub fn summary(t: &Tensor) -> Option<[f64; 4]> {
     let (s, l) = t.storage_and_layout();
     match (&*s, l.contiguous_offsets()) {
         (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) => acc.add_f32(&v[a..b]),
-        (Storage::Cpu(CpuStorage::U32(v)), Some((a, b))) => v[a..b].iter().for_each(|x| acc.add(f64::from(*x))),
+        (Storage::Cpu(CpuStorage::U32(v)), Some((a, b))) => {
+            v[a..b].iter().for_each(|x| acc.add(f64::from(*x)))
+        }
         _ => {
             drop(s);
-            let v = t.flatten_all().and_then(|f| f.to_dtype(DType::F64)).and_then(|f| f.to_vec1::<f64>()).ok()?;
+            let v = t
+                .flatten_all()
+                .and_then(|f| f.to_dtype(DType::F64))
+                .and_then(|f| f.to_vec1::<f64>())
+                .ok()?;
             v.iter().for_each(|x| acc.add(*x));
         }
     }
@@ -507,7 +513,12 @@ impl Acc {
 
     fn add_f32(&mut self, v: &[f32]) {
         const L: usize = 8;
-        let (mut mx, mut mn, mut su, mut sq) = ([f32::NEG_INFINITY; L], [f32::INFINITY; L], [0f64; L], [0f64; L]);
+        let (mut mx, mut mn, mut su, mut sq) = (
+            [f32::NEG_INFINITY; L],
+            [f32::INFINITY; L],
+            [0f64; L],
+            [0f64; L],
+        );
         let mut chunks = v.chunks_exact(L);
         for c in &mut chunks {
             for i in 0..L {
@@ -601,26 +612,47 @@ mod tests {
                 data_mode: vec!["all".into()],
                 summary_mode: "statistics".into(),
             },
-            entries: vec![e("Tensor.__mul__.0.forward", true), e("Functional.linear.0.backward", false)],
+            entries: vec![
+                e("Tensor.__mul__.0.forward", true),
+                e("Functional.linear.0.backward", false),
+            ],
             modules: vec!["model.layers.0".into(), String::new()],
             counters: HashMap::new(),
             calls: vec![],
             in_scope: false,
             names: HashMap::new(),
             current: 0,
+            seen: HashMap::new(),
         };
         d.write().map_err(candle_core::Error::wrap)?;
-        let text = std::fs::read_to_string(dir.path().join("dump.json")).map_err(candle_core::Error::wrap)?;
+        let text = std::fs::read_to_string(dir.path().join("dump.json"))
+            .map_err(candle_core::Error::wrap)?;
         let v: serde_json::Value = serde_json::from_str(&text).map_err(candle_core::Error::wrap)?;
-        assert_eq!(v["data"]["Tensor.__mul__.0.forward"]["input_args"][0]["Max"], 2.0);
-        assert_eq!(v["data"]["Functional.linear.0.backward"]["output"][1], serde_json::Value::Null);
+        assert_eq!(
+            v["data"]["Tensor.__mul__.0.forward"]["input_args"][0]["Max"],
+            2.0
+        );
+        assert_eq!(
+            v["data"]["Functional.linear.0.backward"]["output"][1],
+            serde_json::Value::Null
+        );
         // call order, and msprobe's key order within a tensor
         assert!(text.find("Tensor.__mul__").unwrap() < text.find("Functional.linear").unwrap());
-        let keys = ["\"type\"", "\"dtype\"", "\"shape\"", "\"Max\"", "\"Min\"", "\"Mean\"", "\"Norm\"", "\"requires_grad\""];
+        let keys = [
+            "\"type\"",
+            "\"dtype\"",
+            "\"shape\"",
+            "\"Max\"",
+            "\"Min\"",
+            "\"Mean\"",
+            "\"Norm\"",
+            "\"requires_grad\"",
+        ];
         let pos: Vec<usize> = keys.iter().map(|k| text.find(k).unwrap()).collect();
         assert!(pos.windows(2).all(|w| w[0] < w[1]), "{text}");
         let stack: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.path().join("stack.json")).map_err(candle_core::Error::wrap)?,
+            &std::fs::read_to_string(dir.path().join("stack.json"))
+                .map_err(candle_core::Error::wrap)?,
         )
         .map_err(candle_core::Error::wrap)?;
         assert_eq!(stack["0"][0][0], "Tensor.__mul__.0.forward");
@@ -630,11 +662,17 @@ mod tests {
 
     #[test]
     fn a_nan_propagates_to_max_min_and_mean_as_in_pytorch() -> candle_core::Result<()> {
-        let t = Tensor::new(&[1f32, f32::NAN, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0], &candle_core::Device::Cpu)?;
+        let t = Tensor::new(
+            &[1f32, f32::NAN, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0],
+            &candle_core::Device::Cpu,
+        )?;
         let s = summary(&t).expect("non-empty");
         assert!(s[0].is_nan() && s[1].is_nan() && s[2].is_nan());
         assert_eq!(py_float(s[0]), "NaN");
-        let t = Tensor::new(&[1f32, -5.0, 3.0, 0.5, 0.25, 0.0, 7.0, 2.0, 9.0, -1.0, 4.0], &candle_core::Device::Cpu)?;
+        let t = Tensor::new(
+            &[1f32, -5.0, 3.0, 0.5, 0.25, 0.0, 7.0, 2.0, 9.0, -1.0, 4.0],
+            &candle_core::Device::Cpu,
+        )?;
         let [max, min, mean, _] = summary(&t).expect("non-empty");
         assert_eq!((max, min), (9.0, -5.0));
         assert!((mean - 20.75 / 11.0).abs() < 1e-6);
