@@ -266,3 +266,45 @@ fn msprobe_compare_matches_every_api_of_rank0_against_rank1() {
         );
     }
 }
+
+#[test]
+fn report_compare_names_the_first_diverging_api_of_rank0_against_rank1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prof = train(tmp.path(), STATISTICS_L1);
+    let report = |a: &Path, b: &Path| {
+        let out = Command::new(BIN)
+            .args(["report", "--format", "text"])
+            .arg(a)
+            .arg("--compare")
+            .arg(b)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // The same run against itself: every stage and rank pairs, nothing diverges.
+    let same = report(&prof, &prof);
+    for stage in STAGES {
+        for rank in 0..2 {
+            assert!(
+                same.contains(&format!("step_1/{stage}/step0/rank{rank}: ")),
+                "{same}"
+            );
+        }
+    }
+    assert_eq!(same.matches("no API diverges").count(), 4, "{same}");
+    // Rank 0 against rank 1: their inputs differ from the first API on.
+    let ranks = report(
+        &rank_dir(&prof, "ref_compute_log_prob", 0),
+        &rank_dir(&prof, "ref_compute_log_prob", 1),
+    );
+    assert!(
+        ranks.contains("first diverging API: Functional.embedding.0.forward."),
+        "{ranks}"
+    );
+    assert!(ranks.contains("largest relative differences:"), "{ranks}");
+}
