@@ -72,6 +72,7 @@ fn stages_follow_verl_and_the_window_is_global_steps() {
         text.contains("precision_debugger: msprobe dumps of steps [2]"),
         "{text}"
     );
+    assert!(text.contains("steps [2] -> no trace collections"), "{text}");
     assert!(
         text.contains("/tmp/pd/step_{global_step}/{stage}/step0/rank{R}/dump.json"),
         "{text}"

@@ -174,6 +174,11 @@ pub(crate) fn describe(plan: &ProfilePlan) -> String {
             "steps none -> nothing is collected; world size {}",
             plan.world_size
         ));
+    } else if plan.step_groups.is_empty() && plan.verl.precision.is_some() {
+        lines.push(format!(
+            "steps {:?} -> no trace collections (the precision debugger dumps instead); world size {}",
+            plan.steps, plan.world_size
+        ));
     } else {
         let n = plan.step_groups.len();
         lines.push(format!(
