@@ -572,6 +572,11 @@ pub(crate) fn report(
     force: bool,
     ranks: Vec<u32>,
 ) -> Result<ExitCode> {
+    if let Some(b) = compare
+        && rlprof_report::precision_compare::is_dump(path)
+    {
+        return precision_compare(path, b, output, force);
+    }
     let default_html = Path::new("report.html");
     let out = output.or((format == "html").then_some(default_html));
     if let Some(out) = out {
@@ -612,6 +617,26 @@ pub(crate) fn report(
         None => {
             let mut o = std::io::stdout().lock();
             render(&mut o)?;
+            std::io::Write::flush(&mut o).map_err(crate::output::StdoutFailed)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `report --compare` on two msprobe dumps (the precision_debugger tool): a text comparison.
+fn precision_compare(a: &Path, b: &Path, output: Option<&Path>, force: bool) -> Result<ExitCode> {
+    let c = rlprof_report::precision_compare::compare(a, b)?;
+    let text = rlprof_report::precision_compare::render_text(&c);
+    match output {
+        Some(out) => {
+            crate::output::check_report_target(out, force)?;
+            crate::output::write_report(out, force, |w| Ok(w.write_all(text.as_bytes())?))?;
+            eprintln!("report written to {}", out.display());
+        }
+        None => {
+            let mut o = std::io::stdout().lock();
+            std::io::Write::write_all(&mut o, text.as_bytes())
+                .map_err(crate::output::StdoutFailed)?;
             std::io::Write::flush(&mut o).map_err(crate::output::StdoutFailed)?;
         }
     }

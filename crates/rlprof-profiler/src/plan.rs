@@ -698,6 +698,97 @@ pub struct VerlSettings {
     pub start_errors: Vec<String>,
     /// Where verl 0.9.1 would behave differently from this plan (the user document wins).
     pub differences: Vec<String>,
+    /// `global_profiler.tool: precision_debugger`: what msprobe-layout dumps to write (None: the
+    /// tool is not chosen, or it dumps nothing, as verl does without a `config_path`).
+    pub precision: Option<PrecisionPlan>,
+}
+
+/// verl 0.9.1's `precision_debugger` tool, resolved: msprobe-layout dumps of the listed stages
+/// in the steps of `global_profiler.steps`, under `save_path/step_{global_step}/{stage}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PrecisionPlan {
+    /// The dump root (`global_profiler.save_path`).
+    pub save_path: PathBuf,
+    /// The steps whose stages are dumped (`global_profiler.steps`).
+    pub steps: Vec<u64>,
+    /// The stages dumped, each with the msprobe configuration its role resolved to.
+    pub stages: Vec<PrecisionStage>,
+}
+
+/// One dumped stage (verl's annotated role name) and its msprobe configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PrecisionStage {
+    /// The role call dumped.
+    pub call: RoleCall,
+    /// Its msprobe `config.json`, read and checked.
+    pub msprobe: MsprobeConfig,
+}
+
+/// What rlprof honours of msprobe's `config.json` (mindstudio-probe 26.2, PyTorch dumper).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MsprobeConfig {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// `task`: `statistics` (per-tensor Max/Min/Mean/Norm) or `tensor` (statistics plus the data).
+    pub task: MsprobeTask,
+    /// `level`: `L0` (modules), `L1` (APIs) or `mix` (both).
+    pub level: MsprobeLevel,
+    /// `rank`: ranks that dump (empty: all).
+    pub ranks: Vec<u32>,
+    /// `step`: msprobe's own step numbers that dump (empty: all). verl never advances msprobe's
+    /// step, so every dump is msprobe step 0.
+    pub steps: Vec<u32>,
+    /// `<task>.scope`: a `[first, last]` range of full API or module names (empty: no range).
+    pub scope: Vec<String>,
+    /// `<task>.list`: name fragments, one of which a dumped name must contain (empty: all).
+    pub list: Vec<String>,
+    /// `<task>.data_mode`: `all`, or some of `forward`, `backward`, `input`, `output`.
+    pub data_mode: Vec<String>,
+    /// `<task>.summary_mode`: `statistics` (the only one rlprof writes).
+    pub summary_mode: String,
+}
+
+/// msprobe's `task`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MsprobeTask {
+    /// Statistics of every input and output tensor.
+    Statistics,
+    /// Statistics plus every tensor's data under `dump_tensor_data/`.
+    Tensor,
+}
+
+/// msprobe's `level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum MsprobeLevel {
+    /// Modules (layers, attention, MLP).
+    L0,
+    /// APIs (functional and tensor ops).
+    L1,
+    /// Modules and APIs.
+    #[serde(rename = "mix")]
+    Mix,
+}
+
+impl MsprobeLevel {
+    /// As `config.json` and `dump.json` spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MsprobeLevel::L0 => "L0",
+            MsprobeLevel::L1 => "L1",
+            MsprobeLevel::Mix => "mix",
+        }
+    }
+}
+
+impl MsprobeTask {
+    /// As `config.json` and `dump.json` spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MsprobeTask::Statistics => "statistics",
+            MsprobeTask::Tensor => "tensor",
+        }
+    }
 }
 
 /// verl's `finish_hook_cmd`: a shell command run once after the last profiled step.

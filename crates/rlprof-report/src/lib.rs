@@ -30,6 +30,7 @@ pub mod html;
 pub mod jobs;
 mod json_reader;
 pub mod model;
+pub mod precision_compare;
 pub mod processes;
 pub mod raw_input;
 pub mod roles;

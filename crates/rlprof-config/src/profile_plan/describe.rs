@@ -166,10 +166,18 @@ pub(crate) fn describe(plan: &ProfilePlan) -> String {
         Some(t) => lines.push(format!("tool {} ({})", t.as_str(), plan.tool_source)),
         None => lines.push(format!("tool none ({})", plan.tool_source)),
     }
+    if let Some(p) = &plan.verl.precision {
+        lines.push(precision_words(p));
+    }
     if plan.steps.is_empty() {
         lines.push(format!(
             "steps none -> nothing is collected; world size {}",
             plan.world_size
+        ));
+    } else if plan.step_groups.is_empty() && plan.verl.precision.is_some() {
+        lines.push(format!(
+            "steps {:?} -> no trace collections (the precision debugger dumps instead); world size {}",
+            plan.steps, plan.world_size
         ));
     } else {
         let n = plan.step_groups.len();
@@ -259,4 +267,42 @@ pub(crate) fn describe(plan: &ProfilePlan) -> String {
         lines.push(format!("warning: {w}"));
     }
     lines.join("\n")
+}
+
+/// The precision debugger's dumps in one line.
+fn precision_words(p: &rlprof_profiler::plan::PrecisionPlan) -> String {
+    let stages: Vec<String> = p
+        .stages
+        .iter()
+        .map(|s| {
+            let m = &s.msprobe;
+            let mut w = format!(
+                "{} ({} {} from {}",
+                s.call.annotated_name(),
+                m.task.as_str(),
+                m.level.as_str(),
+                m.path.display()
+            );
+            if !m.ranks.is_empty() {
+                w.push_str(&format!(", ranks {:?}", m.ranks));
+            }
+            if !m.scope.is_empty() {
+                w.push_str(&format!(", scope {:?}", m.scope));
+            }
+            if !m.list.is_empty() {
+                w.push_str(&format!(", list {:?}", m.list));
+            }
+            if m.data_mode != ["all"] {
+                w.push_str(&format!(", data_mode {:?}", m.data_mode));
+            }
+            w.push(')');
+            w
+        })
+        .collect();
+    format!(
+        "precision_debugger: msprobe dumps of steps {:?} -> {}/step_{{global_step}}/{{stage}}/step0/rank{{R}}/dump.json, stack.json, construct.json; stages {}",
+        p.steps,
+        p.save_path.display(),
+        stages.join("; ")
+    )
 }

@@ -1,34 +1,11 @@
 //! Readers shared by the `global_profiler` and role blocks: verl's finish-hook keys, rank
-//! lists, schedules, positive `u32` values and the (not yet collectable) precision debugger.
+//! lists, schedules and positive `u32` values.
 
 use super::raw::Hooks;
-use super::schema::{PRECISION_DEBUGGER_KEYS, SCHEDULE_KEYS};
+use super::schema::SCHEDULE_KEYS;
 use crate::tree::{Map, Node};
 use crate::typed::{self, Reader};
 use rlprof_profiler::plan::Schedule;
-
-/// The tool name verl 0.9.1 has and rlprof cannot collect with yet.
-pub(super) const PRECISION_DEBUGGER: &str = "precision_debugger";
-
-pub(super) fn check_precision_debugger(cx: &mut Reader, b: &Map, p: &str) {
-    cx.check_keys(b, p, PRECISION_DEBUGGER_KEYS);
-    cx.str_in(b, "config_path", p);
-    cx.bool_in(b, "strict", p);
-    for key in ["steps", "stages"] {
-        if let Some(v) = Reader::entry(b, key)
-            && v.as_list().is_none()
-        {
-            cx.err(
-                &format!("{p}.{key}"),
-                format!(
-                    "{} is {}, expected a list or null",
-                    v.show(),
-                    typed::kind(v)
-                ),
-            );
-        }
-    }
-}
 
 /// verl's `relocate_results`, `finish_hook_cmd`, `finish_hook_all_ranks`, `finish_hook_ranks`.
 pub(super) fn parse_hooks(

@@ -1,9 +1,8 @@
 //! The `global_profiler` section and the world size (`trainer.nnodes * n_gpus_per_node`): tool,
 //! steps, save path, caps, the default schedule and the nsys / torch_memory global options.
 
-use super::fields::{
-    PRECISION_DEBUGGER, check_precision_debugger, parse_hooks, parse_schedule, pos_u32,
-};
+use super::fields::{parse_hooks, parse_schedule, pos_u32};
+use super::precision::{PRECISION_DEBUGGER, RawPrecision, read_block};
 use super::raw::{Global, Hooks};
 use super::schema::{
     GLOBAL_KEYS, GLOBAL_TOOL_KEYS, NSYS_GLOBAL_KEYS, RLPROF_KEYS, TORCH_MEMORY_KEYS,
@@ -50,6 +49,7 @@ pub(super) fn parse_global(cx: &mut Reader, root: &Map, world: u32) -> Global {
         schedule: None,
         hooks: Hooks::default(),
         precision_debugger: false,
+        precision: RawPrecision::default(),
         unknown_tool: false,
         layout: Layout::default(),
         worker_nsight_null: false,
@@ -156,7 +156,7 @@ pub(super) fn parse_global(cx: &mut Reader, root: &Map, world: u32) -> Global {
         }
         let pp = format!("{gp}.precision_debugger");
         if let Some(b) = cx.map(gtc.get("precision_debugger"), &pp) {
-            check_precision_debugger(cx, b, &pp);
+            g.precision = read_block(cx, b, &pp);
         }
     }
     g

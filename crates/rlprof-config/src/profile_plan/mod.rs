@@ -9,6 +9,7 @@
 pub(crate) mod describe;
 mod fields;
 mod global;
+mod precision;
 mod raw;
 mod role;
 mod role_plan;
@@ -100,17 +101,12 @@ pub(crate) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, C
         .collect();
 
     // Tool choice.
-    if global.precision_debugger {
-        verl.start_errors.push(
-            "global_profiler.tool: 'precision_debugger' (verl's msprobe precision debugger) is accepted in the config, but rlprof cannot collect with it yet; choose one of nsys, npu, torch, torch_memory".to_string(),
-        );
-    }
     let (tool, tool_source) = if let Some(t) = global.tool {
         (Some(t), "global_profiler.tool".to_string())
     } else if global.precision_debugger {
         (
             None,
-            "global_profiler.tool (precision_debugger: not collectable yet)".to_string(),
+            "global_profiler.tool (precision_debugger: msprobe-layout dumps, no trace)".to_string(),
         )
     } else if global.unknown_tool {
         (
@@ -160,6 +156,17 @@ pub(crate) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, C
 
     let mut warnings = misspelt_sections(root);
     warnings.extend(global.warnings.iter().cloned());
+    if global.precision_debugger {
+        verl.precision = precision::resolve(
+            &mut cx,
+            &global.precision,
+            &effective,
+            &roles,
+            &global.save_path,
+            &global.steps,
+            &mut warnings,
+        );
+    }
     for (_, raw) in &raws {
         warnings.extend(raw.warnings.iter().cloned());
     }
@@ -219,7 +226,8 @@ pub(crate) fn build_plan(doc: &Node, written: &Written) -> Result<ProfilePlan, C
     }
 
     cross_role_warnings(&roles, &mut warnings);
-    let step_groups = if global.unknown_tool {
+    // precision_debugger dumps through its own plan (`verl.precision`), never a trace.
+    let step_groups = if global.unknown_tool || global.precision_debugger {
         Vec::new()
     } else if tool == Some(Tool::TorchMemory) {
         let n = roles

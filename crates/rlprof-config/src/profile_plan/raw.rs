@@ -24,6 +24,8 @@ pub(super) struct Global {
     pub(super) hooks: Hooks,
     /// `tool: precision_debugger` was chosen.
     pub(super) precision_debugger: bool,
+    /// `global_tool_config.precision_debugger`.
+    pub(super) precision: super::precision::RawPrecision,
     /// `tool` names no tool (verl's no-op profiler: nothing collects).
     pub(super) unknown_tool: bool,
     /// `rlprof.layout`.
@@ -87,6 +89,8 @@ pub(super) struct RawRole {
     pub(super) token_window: std::collections::BTreeSet<Tool>,
     /// verl's hook keys.
     pub(super) hooks: Hooks,
+    /// `tool_config.precision_debugger`.
+    pub(super) precision: super::precision::RawPrecision,
     /// Findings verl accepts without a word, said at start-up.
     pub(super) warnings: Vec<String>,
 }
@@ -126,6 +130,7 @@ impl RawRole {
             written: self.written.clone(),
             token_window: self.token_window.clone(),
             hooks: self.hooks.over(&base.hooks),
+            precision: self.precision.over(&base.precision),
             warnings: self.warnings.clone(),
         }
     }

@@ -2,9 +2,8 @@
 //! following the actor, and its `tool_config` blocks (npu, torch, nsys, torch_memory) with their
 //! schedules, granularities and token windows.
 
-use super::fields::{
-    PRECISION_DEBUGGER, check_precision_debugger, parse_hooks, parse_schedule, pos_u32, rank_list,
-};
+use super::fields::{parse_hooks, parse_schedule, pos_u32, rank_list};
+use super::precision::{PRECISION_DEBUGGER, read_block};
 use super::raw::RawRole;
 use super::schema::{
     NPU_KEYS, NSYS_ROLE_KEYS, ROLE_KEYS, ROLE_TORCH_MEMORY_KEYS, SCHEDULE_KEYS, TOOL_CONFIG_KEYS,
@@ -169,7 +168,7 @@ pub(super) fn parse_role(
     }
     let p = format!("{tp}.precision_debugger");
     if let Some(b) = cx.map(tc.get("precision_debugger"), &p) {
-        check_precision_debugger(cx, b, &p);
+        r.precision = read_block(cx, b, &p);
     }
     r
 }

@@ -119,6 +119,22 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
         test: "crates/rlprof-trainer/tests/verl_parity.rs::end_to_end_and_discrete_roles_warn",
         applies: |p| e2e_training(p) && enabled(p).any(|(_, r)| r.discrete && !r.ranks.is_empty()),
     },
+    Difference {
+        id: "precision-config-file",
+        verl: "msprobe reads `config_path` when the first listed stage starts; a missing file or a bad key fails there, and without `strict` the stage is silently not dumped.",
+        rlprof: "`config.json` is read and checked at start-up (`config check` too); a missing file, a bad value or a key rlprof cannot honour (another task, L2, md5/xor, `dump_enable`, `slice`, ...) is a configuration error naming the key.",
+        why: "a key is never silently ignored, and a dump is not found missing after the run.",
+        test: "crates/rlprof-config/tests/precision_debugger.rs::msprobe_keys_rlprof_cannot_honour_are_errors",
+        applies: |p| p.verl.precision.is_some(),
+    },
+    Difference {
+        id: "precision-api-names",
+        verl: "msprobe hooks PyTorch's APIs: a model's fused op is dumped as the APIs it calls, each with its backward.",
+        rlprof: "an op of ours that is one PyTorch API takes its name (`Functional.linear`, `Torch.matmul`, `Tensor.__add__`, ...); a fused op (`silu_mul`, `rope`, `attention`, `entropy`, `log_softmax_gather`, ...) is one `Functional.<op>` entry; backward entries are written for the ops with a recorded backward node (candle's own `add`/`mul` backward is not hooked).",
+        why: "the op layer dumps the ops the model really runs; splitting a fused kernel would invent tensors it never materialises.",
+        test: "crates/rlprof-cli/tests/precision_debugger.rs::precision_debugger_dumps_the_listed_stages_of_the_listed_steps_on_both_ranks",
+        applies: |p| p.verl.precision.is_some(),
+    },
 ];
 
 /// The rows that apply to `plan`.

@@ -10,6 +10,7 @@ use crate::critic::Critic;
 use crate::data::{Prompt, Source};
 use crate::engine::{Engine, Sample, Sampling, mix};
 use crate::error::Result;
+use crate::model::precision;
 use rlprof_profiler::{RankProfiler, RoleCall, phase};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -95,6 +96,7 @@ pub(super) fn rl_step<C: Communicator>(
     } else {
         timed(&mut timing, "old_log_prob", || {
             let _call = rp.role_call(RoleCall::ComputeLogProb);
+            let _pd = precision::stage(rp, step, RoleCall::ComputeLogProb);
             let _ph = phase("old_log_prob");
             eng.log_probs(&mut samples, false)
         })?;
@@ -102,6 +104,7 @@ pub(super) fn rl_step<C: Communicator>(
     if cfg.actor.use_kl_loss {
         timed(&mut timing, "ref", || {
             let _call = rp.role_call(RoleCall::ComputeRefLogProb);
+            let _pd = precision::stage(rp, step, RoleCall::ComputeRefLogProb);
             let _ph = phase("ref");
             eng.log_probs(&mut samples, true)
         })?;
@@ -110,6 +113,7 @@ pub(super) fn rl_step<C: Communicator>(
     if let Some(c) = critic.as_deref() {
         timed(&mut timing, "values", || {
             let _call = rp.role_call(RoleCall::ComputeValues);
+            let _pd = precision::stage(rp, step, RoleCall::ComputeValues);
             let _ph = phase("values");
             eng.compute_values(c, &mut samples)
         })?;
@@ -125,6 +129,7 @@ pub(super) fn rl_step<C: Communicator>(
     let critic_stats = match critic {
         Some(c) => Some(timed(&mut timing, "update_critic", || {
             let _call = rp.role_call(RoleCall::UpdateCritic);
+            let _pd = precision::stage(rp, step, RoleCall::UpdateCritic);
             let _ph = phase("update_critic");
             eng.update_critic(c, &samples, step)
         })?),
@@ -132,6 +137,7 @@ pub(super) fn rl_step<C: Communicator>(
     };
     let stats = timed(&mut timing, "update_actor", || {
         let _call = rp.role_call(RoleCall::UpdateActor);
+        let _pd = precision::stage(rp, step, RoleCall::UpdateActor);
         let _ph = phase("update_actor");
         eng.update_actor(&samples, step)
     })?;

@@ -63,6 +63,8 @@ pub struct Tag {
     fwd: NameId,
     module: NameId,
     seq: u32,
+    /// The forward call's id in this thread's precision dump (0: not dumped).
+    pd: u32,
 }
 
 /// The tag of a node created now (None outside grad mode or outside a traced op).
@@ -87,6 +89,7 @@ fn take_tag() -> Option<Tag> {
             fwd: name,
             module,
             seq,
+            pd: super::precision::current(),
         })
     })
 }
@@ -162,9 +165,20 @@ pub fn backward_scope() -> BackwardScope {
 }
 
 /// Runs the backward `f` of the node tagged `tag`, recorded as described in the module docs.
-pub fn backward<R>(tag: Option<Tag>, f: impl FnOnce() -> Result<R>) -> Result<R> {
+pub fn backward<R: super::precision::Grads>(
+    tag: Option<Tag>,
+    grad: &Tensor,
+    f: impl FnOnce() -> Result<R>,
+) -> Result<R> {
     end_node();
     let Some(tag) = tag else { return f() };
+    let f = || {
+        let r = f()?;
+        if tag.pd != 0 {
+            super::precision::backward(tag.pd, grad, &r.grads());
+        }
+        Ok(r)
+    };
     let names = names_of(tag.fwd);
     let mut outer = op(names.eval, tag.module);
     if !outer.is_recording() {
@@ -194,7 +208,7 @@ impl<C: CustomOp1> CustomOp1 for Tagged<C> {
         self.inner.cpu_fwd(s, l)
     }
     fn bwd(&self, arg: &Tensor, res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
-        backward(self.tag, || self.inner.bwd(arg, res, grad))
+        backward(self.tag, grad, || self.inner.bwd(arg, res, grad))
     }
 }
 
@@ -215,7 +229,7 @@ impl<C: CustomOp2> CustomOp2 for Tagged<C> {
         self.inner.cpu_fwd(s1, l1, s2, l2)
     }
     fn bwd(&self, a1: &Tensor, a2: &Tensor, res: &Tensor, grad: &Tensor) -> Result<Grads2> {
-        backward(self.tag, || self.inner.bwd(a1, a2, res, grad))
+        backward(self.tag, grad, || self.inner.bwd(a1, a2, res, grad))
     }
 }
 
@@ -242,7 +256,7 @@ impl<C: CustomOp3> CustomOp3 for Tagged<C> {
         res: &Tensor,
         grad: &Tensor,
     ) -> Result<Grads3> {
-        backward(self.tag, || self.inner.bwd(a1, a2, a3, res, grad))
+        backward(self.tag, grad, || self.inner.bwd(a1, a2, a3, res, grad))
     }
 }
 

@@ -17,6 +17,7 @@ mod logprob;
 mod mask;
 pub mod ops;
 pub mod params;
+pub mod precision;
 mod transformer;
 
 use candle_core::{DType, Device, Result, Tensor};

@@ -8,7 +8,7 @@
 //! differentiable op created inside (in grad mode) gives the op an autograd sequence number that
 //! its backward op carries too ([`super::autograd`]).
 
-use super::autograd;
+use super::{autograd, precision};
 use candle_core::{DType, Result, Tensor};
 use rlprof_profiler::{Content, NameId, intern, intern_shapes, kernel, now, op, wants};
 
@@ -29,11 +29,19 @@ pub fn traced(
         guard.dtypes(dtypes_of(inputs));
     }
     let prev = autograd::enter_forward(name, module);
+    let pd = if precision::on() {
+        precision::enter(name)
+    } else {
+        0
+    };
     let out = if !wants(Content::Npu) {
         f()
     } else {
         timed_kernel(name, kernel_name, flops, f)
     };
+    if pd != 0 {
+        precision::forward(pd, module, inputs, out.as_ref().ok());
+    }
     let seq = autograd::exit_forward(prev);
     if seq != 0 {
         guard.seq(seq, false);
