@@ -17,6 +17,11 @@
 //! trace is then `{basename}.json.gz` and the memory collection (one window of
 //! `memory_snapshot_num_steps` steps) is one snapshot, `torch_memory_rank{R}_pid{P}.pickle`, both
 //! written into the collection's parent, as verl writes them.
+//!
+//! As verl's torch profiler, an end-to-end trace without a schedule has a `ProfilerStep#k` row
+//! per update mini-batch (`MiniBatchSteps`); the RL step is the `rlprof_step#N` row
+//! ([`RL_STEP`]). One window of a scheduled discrete update is named `{basename}_mb{a}-{b}`
+//! from the mini-batches it recorded ([`trace_file_name`]).
 
 use crate::ExportError;
 use crate::attrib::{Attributor, Out};
