@@ -7,7 +7,7 @@ use crate::comm::Communicator;
 use crate::data::Prompt;
 use crate::error::Result;
 use crate::host_op;
-use crate::model::{Attn, KvCache, Transformer, ids_tensor, token_logprob_only};
+use crate::model::{Attn, KvCache, Transformer, ids_tensor, kernels, token_logprob_only};
 use candle_core::Tensor;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rlprof_profiler::{iteration, name, plan::IterKind};
@@ -217,6 +217,20 @@ fn sample_rows(
 pub fn sample_token(logits: &[f32], s: Sampling, rng: &mut StdRng) -> u32 {
     if !s.do_sample {
         return argmax(logits);
+    }
+    if (s.top_k == 0 || s.top_k as usize >= logits.len()) && s.top_p >= 1.0 {
+        // The whole vocabulary: one pass in token order (as torch.multinomial), no sort.
+        let mut w = vec![0f32; logits.len()];
+        let total = kernels::softmax_weights(logits, 1.0 / s.temperature, &mut w);
+        let mut u = rng.random::<f32>() * total;
+        for (k, p) in w.iter().enumerate() {
+            if u < *p {
+                return k as u32;
+            }
+            u -= p;
+        }
+        // Rounding left u above the last weights: the last token with any weight.
+        return w.iter().rposition(|p| *p > 0.0).unwrap_or(0) as u32;
     }
     let mut idx: Vec<usize> = (0..logits.len()).collect();
     idx.sort_unstable_by(|&a, &b| logits[b].total_cmp(&logits[a]));

@@ -1,6 +1,7 @@
 //! Per-token statistics of the logits over the vocabulary: the log-probability of the target
 //! token ([`token_logprob`]) and the entropy ([`entropy`]), each one fused pass with a backward.
 
+use super::simd::{scaled_exp_into, scaled_max, sum_exp, sum_exp_weighted};
 use super::{F32Op1, F32Op2, Rows, f32_rows, u32_values};
 use crate::model::autograd::tagged;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
@@ -15,6 +16,13 @@ pub fn token_logprob(logits: &Tensor, targets: &Tensor, inv_temp: f32) -> Result
         .apply_op2(&targets, tagged(TokenLogprob { inv_temp }))
 }
 
+/// `out[i] = exp((row[i] - max(row)) * inv_temp)`, the unnormalised sampling weights of one row
+/// of logits, vectorised; returns their sum.
+pub fn softmax_weights(row: &[f32], inv_temp: f32, out: &mut [f32]) -> f32 {
+    let m = scaled_max(row, inv_temp);
+    scaled_exp_into(row, inv_temp, m, 1.0, out)
+}
+
 struct TokenLogprob {
     inv_temp: f32,
 }
@@ -22,11 +30,8 @@ struct TokenLogprob {
 /// Max and log-sum-exp shift of `row * inv_temp`: returns `(max, ln(sum(exp(z - max))))`.
 #[inline(always)]
 fn lse_parts(row: &[f32], inv_temp: f32) -> (f32, f32) {
-    let m = row
-        .iter()
-        .fold(f32::NEG_INFINITY, |a, &v| a.max(v * inv_temp));
-    let sum: f32 = row.iter().map(|&v| (v * inv_temp - m).exp()).sum();
-    (m, sum.ln())
+    let m = scaled_max(row, inv_temp);
+    (m, sum_exp(row, inv_temp, m).ln())
 }
 
 fn logits_rows<'a>(
@@ -128,9 +133,7 @@ impl CustomOp2 for TokenLogprobBwd {
         {
             let (m, lse) = lse_parts(row, self.inv_temp);
             let c = gv * self.inv_temp;
-            for (d, &xv) in dr.iter_mut().zip(row) {
-                *d = -c * (xv * self.inv_temp - m - lse).exp();
-            }
+            scaled_exp_into(row, self.inv_temp, m + lse, -c, dr);
             dr[t as usize] += c;
         }
         Ok((CpuStorage::F32(out), l1.shape().clone()))
@@ -151,13 +154,8 @@ struct Entropy {
 #[inline(always)]
 fn row_entropy(row: &[f32], inv_temp: f32) -> (f32, f32, f32) {
     let (m, lse) = lse_parts(row, inv_temp);
-    let h = -row
-        .iter()
-        .map(|&v| {
-            let lp = v * inv_temp - m - lse;
-            lp.exp() * lp
-        })
-        .sum::<f32>();
+    // sum p log p = sum p z - (m + lse), p = exp(z - m - lse), z = row * inv_temp.
+    let h = (m + lse) - sum_exp_weighted(row, inv_temp, m + lse);
     (h, m, lse)
 }
 
