@@ -387,13 +387,19 @@ mod tests {
                 }
                 let want: f64 = row.iter().map(|&v| f64::from(v * s - m).exp()).sum();
                 let got = sum_exp(&row, s, m);
-                assert!(((f64::from(got) - want) / want).abs() < 1e-5, "n {n}: {got} vs {want}");
+                assert!(
+                    ((f64::from(got) - want) / want).abs() < 1e-5,
+                    "n {n}: {got} vs {want}"
+                );
                 let want_w: f64 = row
                     .iter()
                     .map(|&v| f64::from(v * s - m).exp() * f64::from(v * s))
                     .sum();
                 let got_w = f64::from(sum_exp_weighted(&row, s, m));
-                assert!((got_w - want_w).abs() < 1e-5 * want.max(want_w.abs()), "{got_w} vs {want_w}");
+                assert!(
+                    (got_w - want_w).abs() < 1e-5 * want.max(want_w.abs()),
+                    "{got_w} vs {want_w}"
+                );
                 let mut out = vec![f32::NAN; n];
                 let total = scaled_exp_into(&row, s, m, 0.5, &mut out);
                 assert!(((f64::from(total) - 0.5 * want) / want).abs() < 1e-5);
