@@ -146,6 +146,14 @@ pub fn entropy(logits: &Tensor, inv_temp: f32) -> Result<Tensor> {
     logits.contiguous()?.apply_op1(tagged(Entropy { inv_temp }))
 }
 
+/// [`entropy`] without a backward (a metric): no autograd node, no sequence number.
+pub fn entropy_no_grad(logits: &Tensor, inv_temp: f32) -> Result<Tensor> {
+    logits
+        .detach()
+        .contiguous()?
+        .apply_op1_no_bwd(&Entropy { inv_temp })
+}
+
 struct Entropy {
     inv_temp: f32,
 }

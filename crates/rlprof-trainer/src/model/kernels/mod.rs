@@ -25,7 +25,7 @@ mod test_util;
 pub use attention::{HostMask, attention};
 pub use elementwise::silu_mul;
 pub use linear::linear;
-pub use logprob::{entropy, softmax_weights, token_logprob};
+pub use logprob::{entropy, entropy_no_grad, softmax_weights, token_logprob};
 pub use rms_norm::rms_norm;
 pub use rope::rope_bthd;
 pub use softmax::softmax_last_dim;
