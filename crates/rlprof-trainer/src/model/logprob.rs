@@ -54,13 +54,22 @@ pub fn token_logprobs_entropy_metric(
 ) -> Result<(Tensor, Tensor)> {
     let m = rlprof_profiler::name!("logprob");
     if kernels::supported(logits) {
-        let lp = token_logprob_only(logits, targets, temp)?;
+        // the same two ops as `token_logprob_only` and `entropy_no_grad`; the entropy reuses the
+        // rows' log-sum-exp of the first
+        let shifts = kernels::RowShifts::default();
+        let lp = traced_op!(
+            "log_softmax_gather",
+            m,
+            [logits, targets],
+            0,
+            kernels::token_logprob_shifts(logits, targets, 1.0 / temp, shifts.clone())
+        )?;
         let ent = traced_op!(
             "entropy",
             m,
             [logits],
             0,
-            kernels::entropy_no_grad(logits, 1.0 / temp)
+            kernels::entropy_no_grad_shifted(logits, 1.0 / temp, &shifts)
         )?;
         return Ok((lp, ent));
     }

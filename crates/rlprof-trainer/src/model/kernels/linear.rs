@@ -421,7 +421,12 @@ mod tests {
     fn few_rows_path_matches_row_major_gemm_at_model_shapes() {
         // decoding shapes: 16 rows, d_model 256, an MLP width of 683 (not a multiple of the
         // SIMD width) and 8192 outputs; a bias and a residual addend
-        for (rows, in_f, out_f) in [(16, 256, 683), (16, 256, 8192), (3, 683, 256), (32, 256, 256)] {
+        for (rows, in_f, out_f) in [
+            (16, 256, 683),
+            (16, 256, 8192),
+            (3, 683, 256),
+            (32, 256, 256),
+        ] {
             let x = var(&[rows, in_f], 1.0).as_tensor().flatten_all().unwrap();
             let w = var(&[out_f, in_f], 0.1).as_tensor().flatten_all().unwrap();
             let b = var(&[out_f], 1.0).as_tensor().flatten_all().unwrap();
