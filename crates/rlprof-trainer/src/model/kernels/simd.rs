@@ -385,7 +385,10 @@ mod tests {
         for i in -140i32..=140 {
             let fx = i as f32;
             let bits = (fx + 12_582_912.0).to_bits().wrapping_sub(0x4B40_0000);
-            assert_eq!(bits.wrapping_add(127) << 23, ((fx as i32 + 127) as u32) << 23);
+            assert_eq!(
+                bits.wrapping_add(127) << 23,
+                ((fx as i32 + 127) as u32) << 23
+            );
         }
         for x in [-1e9f32, -87.3, -87.29, -0.5, 0.0, 0.5, 88.0, 88.7, 1e9] {
             assert!(exp_poly(x).is_finite() || x >= 88.7, "exp_poly({x})");
