@@ -85,6 +85,10 @@ pub struct ModelSection {
     pub intermediate_size: usize,
     /// Built-in model: tie LM head and embeddings.
     pub tie_word_embeddings: bool,
+    /// Built-in model: rows of the embedding and LM head; 0 = the tokenizer's size. A larger
+    /// value pads the vocabulary (as Hugging Face models pad theirs to a round size): the extra
+    /// rows are trained and sampled from like any other, and decode to nothing.
+    pub vocab_size: usize,
 }
 
 /// `actor_rollout_ref.actor`.
@@ -271,6 +275,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "num_key_value_heads",
             "intermediate_size",
             "tie_word_embeddings",
+            "vocab_size",
         ],
     ),
     (
@@ -599,7 +604,9 @@ impl TrainConfig {
             let m = &self.model;
             let h = m.hidden_size as u128;
             let layer = 4 * h * h + 3 * h * m.intermediate_size as u128;
-            let params = (m.num_hidden_layers as u128).saturating_mul(layer) + 256 * h;
+            let params = (m.num_hidden_layers as u128).saturating_mul(layer)
+                + 256 * h
+                + 2 * m.vocab_size as u128 * h;
             // Weights, gradients and AdamW's two moments, f32.
             let bytes = params.saturating_mul(16);
             if bytes > limit {
@@ -650,6 +657,7 @@ fn read_model(r: &mut Reader) -> ModelSection {
         num_key_value_heads: r.size(&format!("{p}.num_key_value_heads"), 2),
         intermediate_size: r.size(&format!("{p}.intermediate_size"), 384),
         tie_word_embeddings: r.boolean(&format!("{p}.tie_word_embeddings"), true),
+        vocab_size: r.uint(&format!("{p}.vocab_size"), 0, 0).min(1 << 20) as usize,
     }
 }
 

@@ -110,6 +110,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ids_of_a_padded_vocabulary_decode_to_nothing() {
+        // `model.vocab_size` pads the built-in model's vocabulary past the tokenizer's.
+        let t = Tok::builtin().unwrap();
+        let mut ids = t.encode("12+3").unwrap();
+        ids.extend([t.vocab_size() as u32, 8191]);
+        assert_eq!(t.decode(&ids).unwrap(), "12+3");
+    }
+
+    #[test]
     fn builtin_round_trips_text() {
         let t = Tok::builtin().unwrap();
         let ids = t.encode("12+34=46").unwrap();

@@ -122,11 +122,18 @@ fn the_shipped_configs_are_valid() {
             "bench",
             include_str!("../../../configs/bench_torch_peer.yaml"),
         ),
+        (
+            "bench_base",
+            include_str!("../../../configs/bench_torch_peer_base.yaml"),
+        ),
     ] {
         let doc = parse_yaml(text).unwrap();
         let cfg = TrainConfig::from_doc(&doc).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(cfg.world_size(), 2, "{name}");
     }
+    let base = parse_yaml(include_str!("../../../configs/bench_torch_peer_base.yaml")).unwrap();
+    let b = TrainConfig::from_doc(&base).unwrap();
+    assert_eq!((b.model.vocab_size, b.model.hidden_size), (8192, 256));
     let dapo = parse_yaml(include_str!("../../../recipes/dapo.yaml")).unwrap();
     let d = TrainConfig::from_doc(&dapo).unwrap();
     assert!(d.algorithm.filter_groups.enable && !d.actor.use_kl_loss && d.overlong.enable);

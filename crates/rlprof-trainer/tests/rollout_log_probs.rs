@@ -24,6 +24,41 @@ fn prompt(text: &str) -> Prompt {
     }
 }
 
+/// `model.vocab_size` pads the built-in model's embedding and LM head past the character
+/// tokenizer's 52 symbols: generation samples over every row (near-uniform at initialisation, so
+/// padding ids appear) and the rollout's log-probs over the padded vocabulary equal the
+/// recomputed ones.
+#[test]
+fn a_padded_vocabulary_is_sampled_whole_and_scored_alike() {
+    let doc = parse_yaml(
+        "actor_rollout_ref: {model: {hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 64, vocab_size: 1000}}\ntrainer: {seed: 3}\n",
+    )
+    .unwrap();
+    let cfg = TrainConfig::from_doc(&doc).unwrap();
+    assert_eq!(cfg.model.vocab_size, 1000);
+    let eng = build_engine(&cfg, InProcess::group(1).pop().unwrap()).unwrap();
+    let s = Sampling {
+        temperature: 1.0,
+        top_p: 1.0,
+        top_k: -1,
+        do_sample: true,
+        max_tokens: 16,
+        seed: 5,
+        ignore_eos: true,
+    };
+    let mut samples = eng.generate(&[prompt("12+7=")], 4, s, 0).unwrap();
+    let ids: Vec<u32> = samples.iter().flat_map(|x| x.response.clone()).collect();
+    assert_eq!(ids.len(), 64);
+    assert!(ids.iter().all(|&t| t < 1000), "{ids:?}");
+    assert!(ids.iter().any(|&t| t >= 52), "no padding id in {ids:?}");
+    eng.log_probs(&mut samples, false).unwrap();
+    for x in &samples {
+        for (a, b) in x.old_logp.iter().zip(&x.rollout_logp) {
+            assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+        }
+    }
+}
+
 #[test]
 fn rollout_log_probs_equal_the_recomputed_old_log_probs() {
     // A temperature other than 1 and prompts of different lengths (left padding), sampled.

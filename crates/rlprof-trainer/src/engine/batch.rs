@@ -4,7 +4,10 @@
 use super::{Sample, data_module};
 use crate::error::Result;
 use crate::host_op;
-use crate::model::{Attn, Transformer, ids_tensor, token_logprob_only, token_logprobs};
+use crate::model::{
+    Attn, Transformer, ids_tensor, token_logprob_only, token_logprobs,
+    token_logprobs_entropy_metric,
+};
 use candle_core::{Device, Tensor};
 
 /// A padded batch of (prompt, response) rows: prompts left-padded to `p`, responses
@@ -150,6 +153,16 @@ impl SeqBatch {
     pub fn logprobs(&self, model: &Transformer, temp: f32) -> Result<(Tensor, Tensor)> {
         let resp = self.response_logits(model)?;
         Ok(token_logprobs(&resp, &self.targets, temp)?)
+    }
+
+    /// [`SeqBatch::logprobs`] with the entropies as a metric only (no backward through them).
+    pub fn logprobs_entropy_metric(
+        &self,
+        model: &Transformer,
+        temp: f32,
+    ) -> Result<(Tensor, Tensor)> {
+        let resp = self.response_logits(model)?;
+        Ok(token_logprobs_entropy_metric(&resp, &self.targets, temp)?)
     }
 
     /// Log-probs `[B, R]` of the response tokens under `model`, without entropies.

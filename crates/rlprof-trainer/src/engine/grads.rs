@@ -119,10 +119,21 @@ pub(crate) fn zero_grad(len: usize) -> Vec<f32> {
 
 /// Adds gradient `g` into `dst` (same element count).
 fn accumulate(g: &Tensor, dst: &mut [f32]) -> Result<()> {
-    let g = g.flatten_all()?;
-    let g = g.to_vec1::<f32>()?;
-    for (d, x) in dst.iter_mut().zip(&g) {
-        *d += x;
+    let add = |src: &[f32], dst: &mut [f32]| {
+        for (d, x) in dst.iter_mut().zip(src) {
+            *d += x;
+        }
+    };
+    if g.dtype() == candle_core::DType::F32 && g.device().is_cpu() {
+        // read a contiguous CPU gradient in place (no copy of it)
+        let (s, l) = g.storage_and_layout();
+        if let (candle_core::Storage::Cpu(candle_core::CpuStorage::F32(data)), Some((a, b))) =
+            (&*s, l.contiguous_offsets())
+        {
+            add(&data[a..b], dst);
+            return Ok(());
+        }
     }
+    add(&g.flatten_all()?.to_vec1::<f32>()?, dst);
     Ok(())
 }

@@ -7,7 +7,7 @@ use crate::comm::Communicator;
 use crate::data::Prompt;
 use crate::error::Result;
 use crate::host_op;
-use crate::model::{Attn, KvCache, Transformer, ids_tensor, token_logprob_only};
+use crate::model::{Attn, KvCache, Transformer, ids_tensor, kernels, token_logprob_only};
 use candle_core::Tensor;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rlprof_profiler::{iteration, name, plan::IterKind};
@@ -218,6 +218,20 @@ pub fn sample_token(logits: &[f32], s: Sampling, rng: &mut StdRng) -> u32 {
     if !s.do_sample {
         return argmax(logits);
     }
+    if (s.top_k <= 0 || s.top_k as usize >= logits.len()) && s.top_p >= 1.0 {
+        // The whole vocabulary: one pass in token order (as torch.multinomial), no sort.
+        let mut w = vec![0f32; logits.len()];
+        let total = kernels::softmax_weights(logits, 1.0 / s.temperature, &mut w);
+        let mut u = rng.random::<f32>() * total;
+        for (k, p) in w.iter().enumerate() {
+            if u < *p {
+                return k as u32;
+            }
+            u -= p;
+        }
+        // Rounding left u above the last weights: the last token with any weight.
+        return w.iter().rposition(|p| *p > 0.0).unwrap_or(0) as u32;
+    }
     let mut idx: Vec<usize> = (0..logits.len()).collect();
     idx.sort_unstable_by(|&a, &b| logits[b].total_cmp(&logits[a]));
     if s.top_k > 0 {
@@ -270,4 +284,47 @@ fn argmax(row: &[f32]) -> u32 {
         }
     }
     best as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampling(top_k: i64, top_p: f32) -> Sampling {
+        Sampling {
+            temperature: 0.7,
+            top_p,
+            top_k,
+            do_sample: true,
+            max_tokens: 1,
+            seed: 0,
+            ignore_eos: true,
+        }
+    }
+
+    /// Whole-vocabulary sampling (no sort) and the sorted top-k path draw from softmax(l / T).
+    #[test]
+    fn sampling_frequencies_follow_the_tempered_softmax() {
+        let logits = [0.3f32, -1.0, 2.0, 0.0, 1.1, -0.4, 0.9];
+        let w: Vec<f64> = logits.iter().map(|&l| (f64::from(l) / 0.7).exp()).collect();
+        let z: f64 = w.iter().sum();
+        let n = 40_000;
+        for s in [sampling(-1, 1.0), sampling(0, 1.0), sampling(7, 0.99999)] {
+            let mut rng = StdRng::seed_from_u64(11);
+            let mut count = [0usize; 7];
+            for _ in 0..n {
+                count[sample_token(&logits, s, &mut rng) as usize] += 1;
+            }
+            for (c, wi) in count.iter().zip(&w) {
+                let (f, p) = (*c as f64 / n as f64, wi / z);
+                assert!(
+                    (f - p).abs() < 0.01,
+                    "{s:?}: frequency {f} vs probability {p}"
+                );
+            }
+        }
+        // Top-k 1 is the argmax.
+        let mut rng = StdRng::seed_from_u64(1);
+        assert_eq!(sample_token(&logits, sampling(1, 1.0), &mut rng), 2);
+    }
 }

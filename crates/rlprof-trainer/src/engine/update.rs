@@ -180,7 +180,12 @@ impl<C: Communicator> MicroBatchUpdate for ActorUpdate<'_, C> {
         let settings = self.settings;
         let refs: Vec<&Sample> = micro.iter().collect();
         let batch = SeqBatch::new(&refs, e.tok.pad_id, &e.device)?;
-        let (lp, ent) = batch.logprobs(&e.train_model, self.temp)?;
+        // Without an entropy term the entropy is a metric only: no backward through it.
+        let (lp, ent) = if settings.entropy_coeff == 0.0 {
+            batch.logprobs_entropy_metric(&e.train_model, self.temp)?
+        } else {
+            batch.logprobs(&e.train_model, self.temp)?
+        };
         let old = batch.per_token(&refs, |s| &s.old_logp)?;
         let refl = if settings.kl_coef != 0.0 {
             Some(batch.per_token(&refs, |s| &s.ref_logp)?)

@@ -66,7 +66,7 @@ pub fn builtin_model(cfg: &TrainConfig, tok: &Tok) -> ModelConfig {
     ModelConfig {
         architectures: vec!["Qwen2ForCausalLM".into()],
         model_type: "qwen2".into(),
-        vocab_size: tok.vocab_size(),
+        vocab_size: tok.vocab_size().max(m.vocab_size),
         hidden_size: m.hidden_size,
         intermediate_size: m.intermediate_size,
         num_hidden_layers: m.num_hidden_layers,

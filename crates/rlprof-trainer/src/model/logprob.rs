@@ -45,6 +45,38 @@ pub fn token_logprobs(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<(T
     Ok((lp, ent))
 }
 
+/// [`token_logprobs`] whose entropies are a metric only (no backward through them: the loss has
+/// no entropy term), as verl computes them under `torch.no_grad` when `entropy_coeff` is 0.
+pub fn token_logprobs_entropy_metric(
+    logits: &Tensor,
+    targets: &Tensor,
+    temp: f32,
+) -> Result<(Tensor, Tensor)> {
+    let m = rlprof_profiler::name!("logprob");
+    if kernels::supported(logits) {
+        // the same two ops as `token_logprob_only` and `entropy_no_grad`; the entropy reuses the
+        // rows' log-sum-exp of the first
+        let shifts = kernels::RowShifts::default();
+        let lp = traced_op!(
+            "log_softmax_gather",
+            m,
+            [logits, targets],
+            0,
+            kernels::token_logprob_shifts(logits, targets, 1.0 / temp, shifts.clone())
+        )?;
+        let ent = traced_op!(
+            "entropy",
+            m,
+            [logits],
+            0,
+            kernels::entropy_no_grad_shifted(logits, 1.0 / temp, &shifts)
+        )?;
+        return Ok((lp, ent));
+    }
+    let (lp, ent) = token_logprobs(logits, targets, temp)?;
+    Ok((lp, ent.detach()))
+}
+
 /// Log-probs of `targets` under `logits` `[B, T, V]` at temperature `temp`, without the
 /// entropies (the no-grad log-prob passes).
 pub fn token_logprob_only(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<Tensor> {

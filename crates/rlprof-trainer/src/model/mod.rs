@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 pub use cache::KvCache;
 pub use layers::score_head;
-pub use logprob::{token_logprob_only, token_logprobs};
+pub use logprob::{token_logprob_only, token_logprobs, token_logprobs_entropy_metric};
 pub use mask::Attn;
 pub use params::ParamStore;
 pub use transformer::Transformer;

@@ -141,8 +141,15 @@ impl ParamStore {
         let mut off = 0;
         for v in &self.vars {
             let n = v.elem_count();
-            let t = Tensor::from_slice(&flat[off..off + n], v.shape(), &self.device)?;
-            v.set(&t)?;
+            let Some(src) = flat.get(off..off + n) else {
+                candle_core::bail!("set_flat: {} values for more parameters", flat.len())
+            };
+            if self.device.is_cpu() && v.dtype() == DType::F32 {
+                // straight into the parameter's storage (`Var::set` would copy a fresh tensor)
+                v.as_tensor().inplace_op1(&CopyFrom(src))?;
+            } else {
+                v.set(&Tensor::from_slice(src, v.shape(), &self.device)?)?;
+            }
             off += n;
         }
         Ok(())
@@ -166,9 +173,62 @@ impl ParamStore {
     }
 }
 
+/// Overwrites a contiguous f32 CPU tensor with the values of a slice (its element count).
+struct CopyFrom<'a>(&'a [f32]);
+
+impl candle_core::InplaceOp1 for CopyFrom<'_> {
+    fn name(&self) -> &'static str {
+        "copy_from_slice"
+    }
+
+    fn cpu_fwd(&self, s: &mut candle_core::CpuStorage, l: &candle_core::Layout) -> Result<()> {
+        let candle_core::CpuStorage::F32(d) = s else {
+            candle_core::bail!("copy_from_slice: f32 only")
+        };
+        match l.contiguous_offsets() {
+            Some((a, b)) if b - a == self.0.len() => {
+                d[a..b].copy_from_slice(self.0);
+                Ok(())
+            }
+            _ => candle_core::bail!(
+                "copy_from_slice: {} values for a {:?} parameter (contiguous required)",
+                self.0.len(),
+                l.dims()
+            ),
+        }
+    }
+}
+
 /// Standard normal by Box-Muller (rand's distributions crate is not needed for this one use).
 fn normal(rng: &mut StdRng) -> f32 {
     let u1: f64 = rng.random::<f64>().max(1e-12);
     let u2: f64 = rng.random::<f64>();
     ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_flat_writes_every_parameter_in_place_and_rejects_short_input() {
+        let cfg: ModelConfig = serde_json::from_str(
+            r#"{"vocab_size": 11, "hidden_size": 8, "intermediate_size": 12,
+                "num_hidden_layers": 1, "num_attention_heads": 2}"#,
+        )
+        .unwrap();
+        let store = ParamStore::init(&cfg, 3, &Device::Cpu).unwrap();
+        let before = store.flat().unwrap();
+        let first = store.vars[0].as_tensor().clone();
+        let new: Vec<f32> = (0..before.len()).map(|i| i as f32 * 0.5 - 3.0).collect();
+        store.set_flat(&new).unwrap();
+        assert_eq!(store.flat().unwrap(), new);
+        // the same storage: a tensor taken before sees the new values
+        let n0 = first.elem_count();
+        assert_eq!(
+            first.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            new[..n0]
+        );
+        assert!(store.set_flat(&new[..new.len() - 1]).is_err());
+    }
 }

@@ -37,6 +37,7 @@ fn gemm_f32(
             n,
             k,
             dst.as_mut_ptr(),
+            (n, 1),
             accumulate,
             lhs,
             lhs_s,
@@ -46,9 +47,10 @@ fn gemm_f32(
     }
 }
 
-/// [`gemm_f32`] into a new `m x n` buffer. (Skipping the zero fill behind an uninitialised
-/// buffer measured 0.98x whole-run CPU, inside the noise; not worth an `unsafe` that depends on
-/// gemm never reading its destination.)
+/// [`gemm_f32`] into a new `m x n` buffer, written by gemm without a zero fill first (3% of a
+/// tiny-size update was that memset): with `accumulate` off gemm stores every destination
+/// element and reads none (`gemm_never_reads_an_overwritten_destination` checks it on a
+/// NaN-filled destination at the shapes of each gemm code path).
 #[allow(clippy::too_many_arguments)]
 fn gemm_new(
     m: usize,
@@ -59,22 +61,44 @@ fn gemm_new(
     rhs: &[f32],
     rhs_s: (usize, usize),
 ) -> Vec<f32> {
-    let mut dst = vec![0f32; m * n];
-    gemm_f32(m, n, k, &mut dst, false, lhs, lhs_s, rhs, rhs_s);
+    let len = m * n;
+    if m == 0 || n == 0 || k == 0 {
+        return vec![0f32; len];
+    }
+    let mut dst: Vec<f32> = Vec::with_capacity(len);
+    // SAFETY: `dst` has capacity for the m x n row-major destination and aliases no operand;
+    // gemm without accumulation writes all of it before `set_len` exposes it (see above).
+    unsafe {
+        gemm_raw(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            (n, 1),
+            false,
+            lhs,
+            lhs_s,
+            rhs,
+            rhs_s,
+        );
+        dst.set_len(len);
+    }
     dst
 }
 
-/// The gemm call of [`gemm_f32`]; `m, n, k > 0`.
+/// The gemm call of [`gemm_f32`]; `m, n, k > 0`; `dst_s` the (row, column) element strides of
+/// the destination.
 ///
 /// # Safety
-/// `dst` must be valid for writes of `m * n` f32s (and reads when `accumulate`) and must not
-/// alias `lhs` or `rhs`.
+/// `dst` must be valid for writes of the `m x n` elements its strides address (and reads when
+/// `accumulate`) and must not alias `lhs` or `rhs`.
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_raw(
     m: usize,
     n: usize,
     k: usize,
     dst: *mut f32,
+    (dst_rs, dst_cs): (usize, usize),
     accumulate: bool,
     lhs: &[f32],
     (lhs_rs, lhs_cs): (usize, usize),
@@ -101,8 +125,8 @@ unsafe fn gemm_raw(
             n,
             k,
             dst,
-            1,
-            n as isize,
+            dst_cs as isize,
+            dst_rs as isize,
             accumulate,
             lhs.as_ptr(),
             lhs_cs as isize,
@@ -118,6 +142,63 @@ unsafe fn gemm_raw(
             par,
         )
     }
+}
+
+/// Up to this many rows, [`linear`]'s forward computes into a column-major buffer
+/// ([`linear_few_rows`]).
+const FEW_ROWS: usize = 32;
+
+/// `y (rows x out) = x (rows x in) W^T` for few rows (decoding): gemm computes `y` column-major,
+/// where the weights are its right operand read in place, then one transposing copy (adding
+/// `add`, a bias of `out` values or a residual of `rows x out`) gives the row-major output. With
+/// a row-major destination gemm makes the weights its left operand and re-packs all of them on
+/// every call: for 16 rows that packing cost as much as the multiply itself.
+fn linear_few_rows(
+    rows: usize,
+    in_f: usize,
+    out_f: usize,
+    x: &[f32],
+    w: &[f32],
+    add: Option<&[f32]>,
+) -> Vec<f32> {
+    assert!(
+        x.len() >= rows * in_f && w.len() >= out_f * in_f,
+        "linear: operand too short"
+    );
+    let mut t = vec![0f32; rows * out_f];
+    if rows > 0 && out_f > 0 && in_f > 0 {
+        // SAFETY: `t` holds rows * out_f elements, addressed column-major (row stride 1,
+        // column stride rows); it is a fresh buffer, aliasing neither operand.
+        unsafe {
+            gemm_raw(
+                rows,
+                out_f,
+                in_f,
+                t.as_mut_ptr(),
+                (1, rows),
+                false,
+                x,
+                (in_f, 1),
+                w,
+                (1, in_f),
+            )
+        }
+    }
+    let mut y = vec![0f32; rows * out_f];
+    for (r, yr) in y.chunks_exact_mut(out_f.max(1)).enumerate().take(rows) {
+        for (o, v) in yr.iter_mut().enumerate() {
+            *v = t[o * rows + r];
+        }
+        match add {
+            Some(a) if a.len() == out_f => yr.iter_mut().zip(a).for_each(|(v, b)| *v += b),
+            Some(a) => yr
+                .iter_mut()
+                .zip(&a[r * out_f..(r + 1) * out_f])
+                .for_each(|(v, b)| *v += b),
+            None => {}
+        }
+    }
+    y
 }
 
 /// A fused linear layer `y = x W^T [+ add]`, `x` `[.., in]`, `W` `[out, in]`, `add` either a
@@ -165,6 +246,23 @@ fn linear_fwd(
     let (x, _) = f32_rows(s1, l1, "linear")?;
     let (w, _) = f32_rows(s2, l2, "linear")?;
     let (rows, in_f, out_f) = linear_dims(l1, l2)?;
+    if rows <= FEW_ROWS {
+        let a = match add {
+            None => None,
+            Some((s3, l3)) => {
+                let (a, _) = f32_rows(s3, l3, "linear")?;
+                if a.len() != out_f && a.len() != rows * out_f {
+                    candle_core::bail!(
+                        "linear: addend {:?} fits neither bias nor output",
+                        l3.dims()
+                    )
+                }
+                Some(a)
+            }
+        };
+        let y = linear_few_rows(rows, in_f, out_f, x, w, a);
+        return Ok((CpuStorage::F32(y), linear_shape(l1, out_f)));
+    }
     let mut dst = match add {
         None => {
             let y = gemm_new(rows, out_f, in_f, x, (in_f, 1), w, (1, in_f));
@@ -300,16 +398,16 @@ mod tests {
     use super::super::test_util::{check, var};
     use super::*;
 
-    #[test]
-    fn linear_matches_matmul_with_bias_and_residual() {
-        let (x, w) = (var(&[2, 5, 6], 1.0), var(&[4, 6], 1.0));
-        let (b, r) = (var(&[4], 1.0), var(&[2, 5, 4], 1.0));
+    /// `linear` against candle's matmul (with a bias, with a residual) on `[2, t, 6] x [4, 6]`.
+    fn check_linear(t: usize) {
+        let (x, w) = (var(&[2, t, 6], 1.0), var(&[4, 6], 1.0));
+        let (b, r) = (var(&[4], 1.0), var(&[2, t, 4], 1.0));
         let mm = |x: &Tensor, w: &Tensor| {
-            x.reshape((10, 6))
+            x.reshape((2 * t, 6))
                 .unwrap()
                 .matmul(&w.t().unwrap())
                 .unwrap()
-                .reshape((2, 5, 4))
+                .reshape((2, t, 4))
                 .unwrap()
         };
         check(
@@ -330,5 +428,113 @@ mod tests {
             |t| mm(t[0], t[1]).add(t[2]).unwrap(),
             1e-5,
         );
+    }
+
+    #[test]
+    fn linear_matches_matmul_with_bias_and_residual() {
+        // few rows (the column-major path of decoding) and many (row-major gemm)
+        check_linear(5);
+        const _: () = assert!(2 * 5 <= FEW_ROWS && 2 * 40 > FEW_ROWS);
+        check_linear(40);
+    }
+
+    #[test]
+    fn few_rows_path_matches_row_major_gemm_at_model_shapes() {
+        // decoding shapes: 16 rows, d_model 256, an MLP width of 683 (not a multiple of the
+        // SIMD width) and 8192 outputs; a bias and a residual addend
+        for (rows, in_f, out_f) in [
+            (16, 256, 683),
+            (16, 256, 8192),
+            (3, 683, 256),
+            (32, 256, 256),
+        ] {
+            let x = var(&[rows, in_f], 1.0).as_tensor().flatten_all().unwrap();
+            let w = var(&[out_f, in_f], 0.1).as_tensor().flatten_all().unwrap();
+            let b = var(&[out_f], 1.0).as_tensor().flatten_all().unwrap();
+            let r = var(&[rows, out_f], 1.0).as_tensor().flatten_all().unwrap();
+            let [x, w, b, r] = [x, w, b, r].map(|t| t.to_vec1::<f32>().unwrap());
+            let plain = gemm_new(rows, out_f, in_f, &x, (in_f, 1), &w, (1, in_f));
+            for (add, expect) in [
+                (None, plain.clone()),
+                (
+                    Some(&b),
+                    plain
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| v + b[i % out_f])
+                        .collect::<Vec<_>>(),
+                ),
+                (
+                    Some(&r),
+                    plain.iter().zip(&r).map(|(v, a)| v + a).collect::<Vec<_>>(),
+                ),
+            ] {
+                let got = linear_few_rows(rows, in_f, out_f, &x, &w, add.map(|a| &a[..]));
+                let worst = got
+                    .iter()
+                    .zip(&expect)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0f32, f32::max);
+                assert!(worst < 1e-4, "{rows}x{in_f}x{out_f}: differs by {worst}");
+            }
+        }
+    }
+
+    #[test]
+    fn gemm_never_reads_an_overwritten_destination() {
+        // gevv (k <= 2), gemv (one row or column), small and large blocked shapes, both
+        // destination layouts; a NaN left in or read from the destination would show
+        for (m, n, k) in [
+            (3, 5, 1),
+            (3, 5, 2),
+            (1, 40, 17),
+            (40, 1, 17),
+            (7, 9, 13),
+            (16, 683, 256),
+            (512, 256, 683),
+            (130, 70, 300),
+        ] {
+            let lhs: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1)
+                .collect();
+            let rhs: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1)
+                .collect();
+            let mut want = vec![0f32; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    want[i * n + j] = (0..k).map(|p| lhs[i * k + p] * rhs[p * n + j]).sum();
+                }
+            }
+            for col_major in [false, true] {
+                let mut dst = vec![f32::NAN; m * n];
+                let ds = if col_major { (1, m) } else { (n, 1) };
+                // SAFETY: dst holds m * n elements for either layout and aliases nothing.
+                unsafe {
+                    gemm_raw(
+                        m,
+                        n,
+                        k,
+                        dst.as_mut_ptr(),
+                        ds,
+                        false,
+                        &lhs,
+                        (k, 1),
+                        &rhs,
+                        (n, 1),
+                    )
+                };
+                for i in 0..m {
+                    for j in 0..n {
+                        let got = dst[i * ds.0 + j * ds.1];
+                        let w = want[i * n + j];
+                        assert!(
+                            (got - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                            "{m}x{n}x{k} col_major {col_major} [{i},{j}]: {got} vs {w}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }

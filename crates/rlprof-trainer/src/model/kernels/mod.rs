@@ -25,7 +25,10 @@ mod test_util;
 pub use attention::{HostMask, attention};
 pub use elementwise::silu_mul;
 pub use linear::linear;
-pub use logprob::{entropy, token_logprob};
+pub use logprob::{
+    RowShifts, entropy, entropy_no_grad, entropy_no_grad_shifted, softmax_weights, token_logprob,
+    token_logprob_shifts,
+};
 pub use rms_norm::rms_norm;
 pub use rope::rope_bthd;
 pub use softmax::softmax_last_dim;

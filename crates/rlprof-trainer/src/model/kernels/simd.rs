@@ -26,7 +26,11 @@ pub(super) fn exp_poly(x: f32) -> f32 {
         * z
         + r
         + 1.0;
-    y * f32::from_bits(((fx as i32 + 127) as u32) << 23)
+    // 2^fx from fx's bits: adding 1.5 * 2^23 puts the integer fx (|fx| <= 128 here) in the low
+    // mantissa bits. The same value as `(fx as i32 + 127) << 23`, whose saturating float-to-int
+    // cast LLVM does not vectorise (one scalar conversion and NaN check per lane).
+    let n = (fx + 12_582_912.0).to_bits().wrapping_sub(0x4B40_0000);
+    y * f32::from_bits(n.wrapping_add(127) << 23)
 }
 
 /// Plain indexed loops (not `collect`, whose `from_iter` is a separate function compiled without
@@ -205,6 +209,160 @@ pub(super) fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
     }
 }
 
+/// Row statistics over the vocabulary for the log-softmax kernels and the sampler: the max of
+/// `row * s` and the sum of `exp(row * s - m)`, 16 lanes wide so that they vectorise (the scalar
+/// `f32::max` fold and the libm `exp` do not); with `AVX` inside an AVX2+FMA function.
+#[inline(always)]
+fn scaled_max_impl(row: &[f32], s: f32) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 16];
+    let chunks = row.chunks_exact(16);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..16 {
+            let v = c[l] * s;
+            acc[l] = if v > acc[l] { v } else { acc[l] };
+        }
+    }
+    let mut m = acc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for &v in rest {
+        m = m.max(v * s);
+    }
+    m
+}
+
+#[inline(always)]
+fn sum_exp_impl(row: &[f32], s: f32, m: f32) -> f32 {
+    let mut acc = [0f32; 16];
+    let chunks = row.chunks_exact(16);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..16 {
+            acc[l] += exp_poly(c[l] * s - m);
+        }
+    }
+    let mut sum = 0.0;
+    for h in (0..16).step_by(2) {
+        sum += acc[h] + acc[h + 1];
+    }
+    for &v in rest {
+        sum += exp_poly(v * s - m);
+    }
+    sum
+}
+
+/// `sum(exp(row * s - m) * row * s)`.
+#[inline(always)]
+fn sum_exp_weighted_impl(row: &[f32], s: f32, m: f32) -> f32 {
+    let mut acc = [0f32; 16];
+    let chunks = row.chunks_exact(16);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..16 {
+            let z = c[l] * s;
+            acc[l] += exp_poly(z - m) * z;
+        }
+    }
+    let mut sum: f32 = acc.iter().sum();
+    for &v in rest {
+        let z = v * s;
+        sum += exp_poly(z - m) * z;
+    }
+    sum
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn sum_exp_weighted_avx2(row: &[f32], s: f32, m: f32) -> f32 {
+    sum_exp_weighted_impl(row, s, m)
+}
+
+/// `sum(exp(row * s - m) * row * s)` by [`exp_poly`].
+#[inline]
+pub(super) fn sum_exp_weighted(row: &[f32], s: f32, m: f32) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if avx2_fma() {
+        // SAFETY: the CPU was checked for AVX2+FMA.
+        return unsafe { sum_exp_weighted_avx2(row, s, m) };
+    }
+    sum_exp_weighted_impl(row, s, m)
+}
+
+/// `out[i] = a * exp(row[i] * s - m)`; returns the sum of `out`.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+fn scaled_exp_into_impl(row: &[f32], s: f32, m: f32, a: f32, out: &mut [f32]) -> f32 {
+    let n = row.len().min(out.len());
+    let (row, out) = (&row[..n], &mut out[..n]);
+    let mut acc = [0f32; 16];
+    let mut i = 0;
+    while i + 16 <= n {
+        for l in 0..16 {
+            let e = a * exp_poly(row[i + l] * s - m);
+            out[i + l] = e;
+            acc[l] += e;
+        }
+        i += 16;
+    }
+    let mut sum: f32 = acc.iter().sum();
+    for j in i..n {
+        out[j] = a * exp_poly(row[j] * s - m);
+        sum += out[j];
+    }
+    sum
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn scaled_max_avx2(row: &[f32], s: f32) -> f32 {
+    scaled_max_impl(row, s)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn sum_exp_avx2(row: &[f32], s: f32, m: f32) -> f32 {
+    sum_exp_impl(row, s, m)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn scaled_exp_into_avx2(row: &[f32], s: f32, m: f32, a: f32, out: &mut [f32]) -> f32 {
+    scaled_exp_into_impl(row, s, m, a, out)
+}
+
+/// The max of `row * s` (`-inf` for an empty row).
+#[inline]
+pub(super) fn scaled_max(row: &[f32], s: f32) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if avx2_fma() {
+        // SAFETY: the CPU was checked for AVX2+FMA.
+        return unsafe { scaled_max_avx2(row, s) };
+    }
+    scaled_max_impl(row, s)
+}
+
+/// `sum(exp(row * s - m))` by [`exp_poly`].
+#[inline]
+pub(super) fn sum_exp(row: &[f32], s: f32, m: f32) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if avx2_fma() {
+        // SAFETY: the CPU was checked for AVX2+FMA.
+        return unsafe { sum_exp_avx2(row, s, m) };
+    }
+    sum_exp_impl(row, s, m)
+}
+
+/// `out[i] = a * exp(row[i] * s - m)` by [`exp_poly`], over the shorter of the two; returns the
+/// sum of what it wrote.
+#[inline]
+pub(super) fn scaled_exp_into(row: &[f32], s: f32, m: f32, a: f32, out: &mut [f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if avx2_fma() {
+        // SAFETY: the CPU was checked for AVX2+FMA.
+        return unsafe { scaled_exp_into_avx2(row, s, m, a, out) };
+    }
+    scaled_exp_into_impl(row, s, m, a, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +376,59 @@ mod tests {
                 ((ours - libm) / libm).abs() < 5e-7,
                 "exp({x}): {ours} vs {libm}"
             );
+        }
+    }
+
+    #[test]
+    fn exponent_bits_match_the_integer_cast() {
+        // every integer the clamped range reaches, and beyond
+        for i in -140i32..=140 {
+            let fx = i as f32;
+            let bits = (fx + 12_582_912.0).to_bits().wrapping_sub(0x4B40_0000);
+            assert_eq!(
+                bits.wrapping_add(127) << 23,
+                ((fx as i32 + 127) as u32) << 23
+            );
+        }
+        for x in [-1e9f32, -87.3, -87.29, -0.5, 0.0, 0.5, 88.0, 88.7, 1e9] {
+            assert!(exp_poly(x).is_finite() || x >= 88.7, "exp_poly({x})");
+        }
+        assert!(exp_poly(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn row_statistics_match_the_scalar_forms() {
+        for n in [0usize, 1, 15, 16, 17, 52, 8192 + 5] {
+            let row: Vec<f32> = (0..n).map(|i| (i as f32 * 0.731).sin() * 9.0).collect();
+            for s in [1.0f32, 1.0 / 0.7] {
+                let m = row.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v * s));
+                assert_eq!(scaled_max(&row, s), m, "n {n}");
+                if n == 0 {
+                    continue;
+                }
+                let want: f64 = row.iter().map(|&v| f64::from(v * s - m).exp()).sum();
+                let got = sum_exp(&row, s, m);
+                assert!(
+                    ((f64::from(got) - want) / want).abs() < 1e-5,
+                    "n {n}: {got} vs {want}"
+                );
+                let want_w: f64 = row
+                    .iter()
+                    .map(|&v| f64::from(v * s - m).exp() * f64::from(v * s))
+                    .sum();
+                let got_w = f64::from(sum_exp_weighted(&row, s, m));
+                assert!(
+                    (got_w - want_w).abs() < 1e-5 * want.max(want_w.abs()),
+                    "{got_w} vs {want_w}"
+                );
+                let mut out = vec![f32::NAN; n];
+                let total = scaled_exp_into(&row, s, m, 0.5, &mut out);
+                assert!(((f64::from(total) - 0.5 * want) / want).abs() < 1e-5);
+                for (o, &v) in out.iter().zip(&row) {
+                    let e = 0.5 * (v * s - m).exp();
+                    assert!((o - e).abs() <= 1e-6 * e.max(1e-30) + 1e-12, "{o} vs {e}");
+                }
+            }
         }
     }
 
