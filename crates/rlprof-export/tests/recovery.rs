@@ -199,7 +199,7 @@ fn racing_parsers_end_like_one_clean_run() {
     let clean = tempfile::tempdir().unwrap();
     copy_tree(src.path(), clean.path());
     let r = analyse_tree(clean.path(), 1, &|_| {}).unwrap();
-    assert_eq!(r.parsed(), done.len());
+    assert_eq!(r.parsed(), done.len(), "{:#?}\n{done:#?}", r.outcomes);
     let want = snapshot(clean.path());
     for parsers in [2, 4] {
         let raced = tempfile::tempdir().unwrap();

@@ -691,7 +691,16 @@ impl RankProfiler {
                 .write_external(DEVICE_THREAD_BASE, "device", &device_records);
         }
         let stats: SinkStats = active.sink.finish();
-        if let Err(e) = std::fs::rename(&active.tmp_dir, &active.final_dir) {
+        // Under the names lock, as a name is chosen: a rank choosing a name checks that the
+        // final directory does not exist and then creates the temporary one; renamed between
+        // the two, this collection's temporary name would be free again and the other rank
+        // would take it, and one of the two renames would fail (seen as a collection left
+        // under its temporary name by a racing test).
+        let renamed = {
+            let _g = self.inner.names.lock();
+            std::fs::rename(&active.tmp_dir, &active.final_dir)
+        };
+        if let Err(e) = renamed {
             tracing::warn!(
                 "cannot rename {} to {}: {e}; the raw data stays under the temporary name",
                 active.tmp_dir.display(),
