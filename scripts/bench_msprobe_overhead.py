@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""msprobe's own cost on the PyTorch reference workload (shared/bench/torch_grpo_step.py, the
-shapes of configs/bench_torch_peer.yaml): per-phase step times of compute_ref_log_prob and
+"""msprobe's own cost on the PyTorch reference workload (scripts/bench_torch_phases.py at its tiny
+size, the shapes of configs/bench_torch_peer.yaml): per-phase step times of compute_ref_log_prob and
 update_actor with msprobe's PrecisionDebugger dumping both (task statistics, level L1, as verl's
 precision_debugger tool starts it around a stage) against the same steps without it, on 2 gloo
 ranks. Steps alternate off / on so that the machine's drift hits both alike.
@@ -15,33 +15,35 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
-import torch_grpo_step as ref  # noqa: E402
+import bench_torch_phases as ref  # noqa: E402
+
+S = ref.SIZES["tiny"]
 
 
 def step(tr, dbg):
     """The reference Trainer.step; `dbg` (or None) dumps the ref pass and the update."""
-    base = torch.randint(0, ref.VOCAB, (ref.BATCH // ref.GROUP, ref.PROMPT), generator=tr.gen)
-    prompts = base.repeat_interleave(ref.GROUP, 0)
-    seq, old_lp = ref.generate(tr.actor, prompts, tr.gen)
-    target = (prompts[:, :1] + 1) % ref.VOCAB
-    reward = (seq[:, ref.PROMPT:] == target).float().mean(-1)
-    r = reward.view(-1, ref.GROUP)
+    base = torch.randint(0, S["vocab"], (S["batch"] // S["group"], S["prompt"]), generator=tr.gen)
+    prompts = base.repeat_interleave(S["group"], 0)
+    seq, old_lp = ref.generate(tr.actor, prompts, tr.gen, S)
+    target = (prompts[:, :1] + 1) % S["vocab"]
+    reward = (seq[:, S["prompt"]:] == target).float().mean(-1)
+    r = reward.view(-1, S["group"])
     adv = ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-6)).view(-1, 1)
     t1 = time.perf_counter()
     if dbg:
         dbg.start(tr.ref)
     with torch.no_grad():
-        ref_lp = ref.token_logprobs(tr.ref, seq)
+        ref_lp = ref.token_logprobs(tr.ref, seq, S)
     if dbg:
         dbg.stop()
     t2 = time.perf_counter()
     if dbg:
         dbg.start(tr.ddp)
-    lp = ref.token_logprobs(tr.ddp, seq)
+    lp = ref.token_logprobs(tr.ddp, seq, S)
     ratio = torch.exp(lp - old_lp)
     pg = -torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv)
     kl = torch.exp(ref_lp - lp) - (ref_lp - lp) - 1
@@ -71,7 +73,7 @@ def worker(rank, world, pairs, warmup, out):
                                       "summary_mode": "statistics"}}, f)
     dist.barrier()
     dbg = PrecisionDebugger(config_path=cfg, dump_path=os.path.join(out, "dump"))
-    tr = ref.Trainer(rank)
+    tr = ref.Trainer(rank, S)
     for _ in range(warmup):
         step(tr, None)
         step(tr, dbg)
