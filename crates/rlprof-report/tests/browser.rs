@@ -8,6 +8,26 @@ mod support;
 use rlprof_report::{HtmlOptions, Limits, compare, load, render_html, summarise};
 use std::path::Path;
 
+/// Runs `tests/browser/{script}` with `args` under node (NODE_PATH reaching playwright-core);
+/// fails unless it exits cleanly, and gives what it printed.
+fn node(script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let node_path =
+        std::env::var("NODE_PATH").unwrap_or_else(|_| "/opt/rlprof-node/node_modules".into());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/browser")
+        .join(script);
+    let res = std::process::Command::new("node")
+        .arg(&script)
+        .args(args)
+        .env("NODE_PATH", node_path)
+        .output()
+        .expect("node must be installed for the browser test");
+    let say =
+        String::from_utf8_lossy(&res.stdout).to_string() + &String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "browser check failed:\n{say}");
+    say
+}
+
 #[test]
 #[ignore = "needs /usr/bin/chromium and node with playwright-core (NODE_PATH)"]
 fn the_report_opens_in_chromium_and_a_clicked_event_shows_its_details() {
@@ -43,21 +63,15 @@ fn the_report_opens_in_chromium_and_a_clicked_event_shows_its_details() {
     let shot = out.join("rlprof_report_browser.png");
     std::fs::write(&page, html).unwrap();
     let _ = std::fs::remove_file(&shot);
-    let node_path =
-        std::env::var("NODE_PATH").unwrap_or_else(|_| "/opt/rlprof-node/node_modules".into());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/check.js");
-    let res = std::process::Command::new("node")
-        .arg(&script)
-        .arg(&page)
-        .arg(&shot)
-        .arg("ProfilerStep#1")
-        .arg(&group1)
-        .env("NODE_PATH", node_path)
-        .output()
-        .expect("node must be installed for the browser test");
-    let say =
-        String::from_utf8_lossy(&res.stdout).to_string() + &String::from_utf8_lossy(&res.stderr);
-    assert!(res.status.success(), "browser check failed:\n{say}");
+    let say = node(
+        "check.js",
+        &[
+            page.as_os_str(),
+            shot.as_os_str(),
+            "ProfilerStep#1".as_ref(),
+            group1.as_ref(),
+        ],
+    );
     assert!(say.contains("browser check passed"), "{say}");
     assert!(
         std::fs::metadata(&shot).unwrap().len() > 10_000,
@@ -102,18 +116,7 @@ fn a_cluster_page_opens_on_its_overview_and_builds_rank_detail_on_demand() {
     let mut f = std::fs::File::create(&page).unwrap();
     rlprof_report::html::write_html_summarised(&s, &HtmlOptions::default(), &mut f).unwrap();
     drop(f);
-    let node_path =
-        std::env::var("NODE_PATH").unwrap_or_else(|_| "/opt/rlprof-node/node_modules".into());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/cluster.js");
-    let res = std::process::Command::new("node")
-        .arg(&script)
-        .arg(&page)
-        .env("NODE_PATH", node_path)
-        .output()
-        .expect("node must be installed for the browser test");
-    let say =
-        String::from_utf8_lossy(&res.stdout).to_string() + &String::from_utf8_lossy(&res.stderr);
-    assert!(res.status.success(), "browser check failed:\n{say}");
+    let say = node("cluster.js", &[page.as_os_str()]);
     assert!(say.contains("cluster browser check passed"), "{say}");
     eprintln!("{say}");
 }

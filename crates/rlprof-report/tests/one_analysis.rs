@@ -15,6 +15,16 @@ fn cluster(p: &Path) -> ClusterReport {
     rlprof_report::cluster::analyse(p, &Default::default()).unwrap()
 }
 
+/// The data block of a report page.
+fn page_data(html: &str) -> serde_json::Value {
+    let json = html
+        .split("id=\"rlprof-data\">")
+        .nth(1)
+        .and_then(|t| t.split("</script>").next())
+        .expect("the page's data block");
+    serde_json::from_str(json).unwrap()
+}
+
 /// An epoch-based microsecond timestamp (above 2^53 ns as nanoseconds).
 const T0_US: u64 = 1_695_120_000_000_000;
 
@@ -464,12 +474,7 @@ fn a_cluster_page_keeps_detail_for_a_subset_of_ranks() {
         ..Default::default()
     };
     let html = rlprof_report::render_html(&r, &loaded.profiles, &opts).unwrap();
-    let json = html
-        .split("id=\"rlprof-data\">")
-        .nth(1)
-        .and_then(|t| t.split("</script>").next())
-        .expect("the page's data block");
-    let data: serde_json::Value = serde_json::from_str(json).unwrap();
+    let data = page_data(&html);
     let detail: Vec<u64> = data["detail_ranks"]
         .as_array()
         .unwrap()
@@ -568,12 +573,7 @@ fn a_tree_summarised_input_by_input_equals_the_tree_loaded_whole() {
 
     let opts = rlprof_report::HtmlOptions::default();
     let page = |html: &str| -> serde_json::Value {
-        let json = html
-            .split("id=\"rlprof-data\">")
-            .nth(1)
-            .and_then(|t| t.split("</script>").next())
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        let v = page_data(html);
         serde_json::json!({"timeline": v["timeline"], "detail_ranks": v["detail_ranks"]})
     };
     let mut again = Vec::new();

@@ -13,7 +13,7 @@ use super::ops::{ProfileOps, op_tables, profile_ops, self_times};
 use super::{CannStepRow, CommRow, Input, MemSummary, Report, StepDur, StepRow};
 use crate::coverage::CoverageRow;
 use crate::device::Figures;
-use crate::model::{Profile, Skipped, Track};
+use crate::model::{Profile, Skipped};
 use crate::roles::RoleClass;
 
 /// What the report needs of one profile, with its events dropped. Rows name no job and
@@ -25,7 +25,7 @@ pub struct Digest {
     pub light: Profile,
     /// [`Profile::extent`].
     pub extent: (i64, i64),
-    /// Content events ([`Track::is_content`]): the timeline's share of a page.
+    /// Content events ([`crate::model::Track::is_content`]): the timeline's share of a page.
     pub content_events: usize,
     /// [`crate::discover`]'s fingerprint: copies of one trace are counted once.
     pub fingerprint: u64,
@@ -79,17 +79,12 @@ pub fn digest(p: &Profile) -> Digest {
         },
     );
     let cann = super::cann::cann_steps(p, "", 0, &unions);
-    let has_step_events = p.events.iter().any(|e| e.track == Track::Step);
     Digest {
         light: light(p),
         extent: p.extent(),
         content_events: p.events.iter().filter(|e| e.track.is_content()).count(),
         fingerprint: crate::discover::fingerprint(p),
-        discrete: if has_step_events {
-            None
-        } else {
-            super::steps::discrete_stage(p)
-        },
+        discrete: super::steps::discrete_stage(p),
         figures: Figures::from_unions(p, &unions),
         steps: super::jobs::steps_of(p, &cann),
         rows: super::steps::profile_rows(p, &unions),
