@@ -2,9 +2,10 @@
 //! and collective intervals on its thread, so that a profile's blind spots (time no recorded op
 //! explains) show. Summed over the calls of the same name in a profile.
 
+use crate::intervals::{Run, Union, covered, merge};
 use crate::model::{Profile, Track};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Coverage of one role call name in one profile.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -23,40 +24,18 @@ pub struct CoverageRow {
     pub covered: f64,
 }
 
-/// Union length of the sorted intervals `ivs` clipped to `[s, e)`.
-fn covered_in(ivs: &[(i64, i64)], s: i64, e: i64) -> i64 {
-    let from = ivs.partition_point(|iv| iv.0 < s).saturating_sub(1);
-    let (mut covered, mut end) = (0, s);
-    for &(a, b) in &ivs[from..] {
-        if a >= e {
-            break;
-        }
-        let (a, b) = (a.max(end), b.min(e));
-        if b > a {
-            covered += b - a;
-            end = b;
-        }
-    }
-    covered
-}
-
 /// Coverage rows of every profile with role calls.
 pub fn op_coverage(profiles: &[Profile]) -> Vec<CoverageRow> {
     let mut out = Vec::new();
     for (i, p) in profiles.iter().enumerate() {
-        let mut ivs: HashMap<u32, Vec<(i64, i64)>> = HashMap::new();
-        for e in p.events.iter() {
-            if matches!(e.track, Track::Op | Track::Comm) {
-                ivs.entry(e.thread).or_default().push((e.start, e.end()));
-            }
-        }
-        for v in ivs.values_mut() {
-            v.sort_unstable();
-        }
+        // Ops and collectives stream from their runs, a role call's window at a time.
+        let (ops, comm) = (Run::of(p, Track::Op), Run::of(p, Track::Comm));
         let mut by_call: BTreeMap<&str, (usize, i64, i64)> = BTreeMap::new();
         for e in p.events.iter().filter(|e| e.track == Track::RoleCall) {
-            let ivs = ivs.get(&e.thread).map_or(&[][..], |v| v.as_slice());
-            let c = covered_in(ivs, e.start, e.end());
+            let (s, t) = (e.start, e.end());
+            let th = Some(e.thread);
+            let both = merge(ops.reaching(s, t, th), comm.reaching(s, t, th));
+            let c = covered(Union::new(both), s, t) as i64;
             let x = by_call.entry(p.str(e.name)).or_default();
             *x = (x.0 + 1, x.1 + e.dur, x.2 + c);
         }

@@ -18,6 +18,7 @@
 //! for Ascend). HTA also reads only the events of complete profiler steps; these figures cover
 //! every device event of the profile.
 
+use crate::intervals;
 use crate::model::{Profile, Track};
 use serde::Serialize;
 
@@ -104,38 +105,35 @@ pub const TYPES: [(&str, Track); 3] = [
 impl Figures {
     /// The figures of one profile.
     pub fn of(p: &Profile) -> Figures {
-        Figures::from_unions(p, &class_unions(p))
+        Figures::from_runs(&DeviceRuns::of(p))
     }
 
-    /// The figures of one profile whose [`class_unions`] are known.
-    pub fn from_unions(p: &Profile, u: &[Vec<(i64, i64)>; 4]) -> Figures {
+    /// The figures of one profile whose [`DeviceRuns`] are made.
+    pub fn from_runs(u: &DeviceRuns<'_>) -> Figures {
         let mut f = Figures::default();
-        for e in p.events.iter().filter(|e| e.track.is_device()) {
-            let k = TYPES
-                .iter()
-                .position(|t| t.1 == e.track)
-                .expect("device track");
-            f.types[k].0 += 1;
-            f.types[k].1 += e.dur.max(0) as u64;
+        for (k, run) in u.runs.iter().enumerate() {
+            f.types[k] = (
+                run.events().len() as u64,
+                run.events().iter().map(|e| e.dur.max(0) as u64).sum(),
+            );
         }
-        let [k, c, m, all] = u;
-        let merged = [k, c, m];
-        let len = |v: &[(i64, i64)]| v.iter().map(|(s, e)| (e - s) as u64).sum::<u64>();
-        let span = match (all.first(), all.last()) {
-            (Some(a), Some(b)) => (b.1 - a.0) as u64,
-            _ => 0,
-        };
-        let busy = len(all);
+        let (mut first, mut last, mut busy) = (None, None, 0u64);
+        for (a, b) in u.busy() {
+            first.get_or_insert(a);
+            last = Some(b);
+            busy += (b - a) as u64;
+        }
+        let span = first.zip(last).map_or(0, |(a, b)| (b - a) as u64);
         f.device = Device {
-            kernel_ns: len(merged[0]),
-            comm_ns: len(merged[1]),
-            memcpy_ns: len(merged[2]),
+            kernel_ns: intervals::length(u.runs[0].union()),
+            comm_ns: intervals::length(u.runs[1].union()),
+            memcpy_ns: intervals::length(u.runs[2].union()),
             busy_ns: busy,
             idle_ns: span - busy,
             span_ns: span,
             events: f.types.iter().map(|t| t.0).sum(),
         };
-        f.overlapped_ns = intersection(merged[0], merged[1]);
+        f.overlapped_ns = intervals::intersection(u.runs[0].union(), u.runs[1].union());
         f
     }
 
@@ -203,88 +201,46 @@ impl Figures {
     }
 }
 
-/// Unions of device intervals of one profile.
-pub type Unions = [Vec<(i64, i64)>; 4];
-
-/// Per type ([`TYPES`] order) and for all device activity: the union of the intervals.
-pub fn class_unions(p: &Profile) -> Unions {
-    let mut per: [Vec<(i64, i64)>; 3] = Default::default();
-    for e in p.events.iter().filter(|e| e.track.is_device()) {
-        let k = TYPES
-            .iter()
-            .position(|t| t.1 == e.track)
-            .expect("device track");
-        per[k].push((e.start, e.end()));
-    }
-    // Each type's intervals are in start order already (events are sorted by track, start).
-    let [k, c, m] = per.map(union);
-    let all = union([k.as_slice(), &c, &m].concat());
-    [k, c, m, all]
+/// The device tracks of one profile ([`TYPES`] order) as [`intervals::Run`]s: their unions,
+/// and the union of all device activity, are streamed from the events when asked for.
+pub struct DeviceRuns<'a> {
+    /// Kernels, collectives, copies.
+    pub runs: [intervals::Run<'a>; 3],
 }
 
-/// Device time within `[s, e)`: `kernel`, `comm`, `memcpy` and `idle`, from [`class_unions`].
-pub fn within(u: &[Vec<(i64, i64)>; 4], s: i64, e: i64) -> [(&'static str, u64); 4] {
-    let cover = |v: &[(i64, i64)]| {
-        let from = v.partition_point(|x| x.1 <= s);
-        v[from..]
-            .iter()
-            .take_while(|x| x.0 < e)
-            .map(|x| (x.1.min(e) - x.0.max(s)).max(0) as u64)
-            .sum::<u64>()
-    };
-    let busy = cover(&u[3]);
-    [
-        ("kernel", cover(&u[0])),
-        ("comm", cover(&u[1])),
-        ("memcpy", cover(&u[2])),
-        ("idle", ((e - s).max(0) as u64).saturating_sub(busy)),
-    ]
-}
-
-/// Sorted, disjoint intervals covering the same time as `v`.
-pub fn union(mut v: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
-    if !v.is_sorted() {
-        v.sort_unstable();
-    }
-    let mut out: Vec<(i64, i64)> = Vec::with_capacity(v.len());
-    for (s, e) in v {
-        match out.last_mut() {
-            Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => out.push((s, e)),
+impl<'a> DeviceRuns<'a> {
+    /// The device runs of `p`.
+    pub fn of(p: &'a Profile) -> DeviceRuns<'a> {
+        DeviceRuns {
+            runs: TYPES.map(|(_, t)| intervals::Run::of(p, t)),
         }
     }
-    out
-}
 
-/// Total length of the intersection of two sorted, disjoint interval lists.
-pub fn intersection(a: &[(i64, i64)], b: &[(i64, i64)]) -> u64 {
-    let (mut i, mut j, mut total) = (0, 0, 0u64);
-    while i < a.len() && j < b.len() {
-        let lo = a[i].0.max(b[j].0);
-        let hi = a[i].1.min(b[j].1);
-        if hi > lo {
-            total += (hi - lo) as u64;
-        }
-        if a[i].1 < b[j].1 {
-            i += 1;
-        } else {
-            j += 1;
-        }
+    /// The union of all device activity, in start order.
+    pub fn busy(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        let [k, c, m] = &self.runs;
+        intervals::Union::new(intervals::merge(
+            intervals::merge(k.union(), c.union()),
+            m.union(),
+        ))
     }
-    total
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn union_and_intersection_of_intervals() {
-        assert_eq!(
-            union(vec![(5, 7), (0, 2), (1, 3), (3, 4)]),
-            vec![(0, 4), (5, 7)]
+    /// Device time within `[s, e)`: `kernel`, `comm`, `memcpy` and `idle`.
+    pub fn within(&self, s: i64, e: i64) -> [(&'static str, u64); 4] {
+        let [k, c, m] = &self.runs;
+        let busy = intervals::covered(
+            intervals::Union::new(intervals::merge(
+                intervals::merge(k.union_from(s, e), c.union_from(s, e)),
+                m.union_from(s, e),
+            )),
+            s,
+            e,
         );
-        assert_eq!(intersection(&[(0, 4), (5, 7)], &[(3, 6)]), 2);
-        assert_eq!(intersection(&[], &[(3, 6)]), 0);
+        [
+            ("kernel", k.covered(s, e, None)),
+            ("comm", c.covered(s, e, None)),
+            ("memcpy", m.covered(s, e, None)),
+            ("idle", ((e - s).max(0) as u64).saturating_sub(busy)),
+        ]
     }
 }

@@ -27,6 +27,7 @@ pub mod discover;
 pub mod error;
 mod exact_time;
 pub mod html;
+pub mod intervals;
 pub mod jobs;
 mod json_reader;
 pub mod model;

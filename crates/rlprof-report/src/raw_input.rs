@@ -40,9 +40,12 @@ pub fn load_raw(path: &Path, group: &str) -> Result<Profile, ReportError> {
         path: path.to_path_buf(),
         message,
     };
+    // Each pass hands the file's pages back behind it (`release_before`), so the mapped file
+    // never sits in memory beside the events: the events are most of a report's memory.
     let bytes = RawBytes::open(path).map_err(|e| fail(e.to_string()))?;
-    let idx =
-        RawIndex::scan(bytes.bytes(), path, |_| {}, |_| {}).map_err(|e| fail(e.to_string()))?;
+    let idx = RawIndex::scan(bytes.bytes(), path, |_| {}, |o| bytes.release_before(o))
+        .map_err(|e| fail(e.to_string()))?;
+    bytes.restart();
     let mut p = Profile::new(
         path.to_path_buf(),
         SourceFormat::RlprofRaw,
@@ -60,16 +63,15 @@ pub fn load_raw(path: &Path, group: &str) -> Result<Profile, ReportError> {
     let mut st = State::default();
     idx.replay(
         bytes.bytes(),
-        |_| {},
+        |o| bytes.release_before(o),
         |e, has_ext| add_event(&mut p, &mut st, &idx, e, has_ext),
     )
     .map_err(|e| fail(e.to_string()))?;
     p.notes
         .extend(idx.record_warnings().iter().map(|w| w.to_string()));
     finish(&mut p, st, &idx);
-    // The file's pages are let go before the events are sorted (which copies them).
     drop((idx, bytes));
-    p.sort();
+    p.sort_by_recorded_depth();
     Ok(p)
 }
 

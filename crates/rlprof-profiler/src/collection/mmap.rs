@@ -185,6 +185,13 @@ impl RawBytes {
         self.map.as_deref().unwrap_or(&self.owned)
     }
 
+    /// Starts another pass from the beginning: [`RawBytes::release_before`] releases again the
+    /// pages the pass touches (the pages released by an earlier pass are faulted back in as it
+    /// reads them).
+    pub fn restart(&self) {
+        self.released.set(0);
+    }
+
     /// Drops this process's resident pages of the bytes before `offset` once a step's worth
     /// has been read past (their content is unchanged if touched again: it is re-read from
     /// the file).
@@ -222,6 +229,21 @@ mod tests {
         b.release_before(data.len() as u64);
         assert_eq!(b.released.get(), RELEASE_STEP);
         assert_eq!(b.bytes(), &data[..], "released pages read back the same");
+        b.release_before(data.len() as u64);
+        assert_eq!(
+            b.released.get(),
+            RELEASE_STEP,
+            "a pass releases a range once"
+        );
+        b.restart();
+        assert_eq!(b.released.get(), 0);
+        b.release_before(data.len() as u64);
+        assert_eq!(
+            b.released.get(),
+            RELEASE_STEP,
+            "the next pass releases it again"
+        );
+        assert_eq!(b.bytes(), &data[..]);
         assert!(matches!(
             RawBytes::open(&d.path().join("missing")),
             Err(ProfilerError::Io { .. })

@@ -26,26 +26,26 @@
 //! `docs/metrics.md`.
 
 use super::CannStepRow;
-use crate::device::{intersection, union};
+use crate::device::DeviceRuns;
+use crate::intervals::{Union, difference, merge};
 use crate::model::{Profile, Table, Track};
 
 /// `source` of a row computed here.
 pub const COMPUTED: &str = "computed by CANN's rules";
 
-/// The step figures of one profile, whose device unions ([`crate::device::class_unions`])
-/// are `unions`.
+/// The step figures of one profile, whose device tracks are `runs`.
 pub(super) fn cann_steps(
     p: &Profile,
     job: &str,
     profile: usize,
-    unions: &crate::device::Unions,
+    runs: &DeviceRuns<'_>,
 ) -> Vec<CannStepRow> {
     if let Some(rows) = from_tables(p, job, profile)
         && !rows.is_empty()
     {
         return rows;
     }
-    by_rules(p, job, profile, &unions[0], &unions[1])
+    by_rules(p, job, profile, runs)
 }
 
 /// The CSV's (or the DB table's) header names, in CANN's text spelling.
@@ -128,158 +128,136 @@ fn from_tables(p: &Profile, job: &str, profile: usize) -> Option<Vec<CannStepRow
 /// Rows computed from the device timeline by CANN's rules (module doc), whatever tables the
 /// profile carries (the tests hold them against the producer's own).
 pub fn computed(p: &Profile, job: &str, profile: usize) -> Vec<CannStepRow> {
-    let u = crate::device::class_unions(p);
-    by_rules(p, job, profile, &u[0], &u[1])
+    by_rules(p, job, profile, &DeviceRuns::of(p))
 }
 
-/// [`computed`] with the unions of compute and communication known.
-fn by_rules(
-    p: &Profile,
-    job: &str,
-    profile: usize,
-    compute: &[(i64, i64)],
-    comm: &[(i64, i64)],
-) -> Vec<CannStepRow> {
-    if compute.is_empty() && comm.is_empty() {
+/// One step's sums while the segments stream past ([`by_rules`]).
+#[derive(Default)]
+struct Window {
+    computing: u64,
+    communication: u64,
+    not_overlapped: u64,
+    free: u64,
+    bubble: u64,
+    /// First start and last end of its compute, communication, not-overlapped and free
+    /// segments.
+    first: Option<i64>,
+    last: Option<i64>,
+    /// First start of its compute or communication segments.
+    first_task: Option<i64>,
+}
+
+impl Window {
+    fn span(&mut self, (s, e): (i64, i64)) {
+        self.first = Some(self.first.map_or(s, |f| f.min(s)));
+        self.last = Some(self.last.map_or(e, |l| l.max(e)));
+    }
+}
+
+/// [`computed`] with the device runs made. Every union streams from the events (compute,
+/// communication, their union `busy`, communication not overlapped, the gaps of `busy`): a
+/// segment belongs to the step whose device window holds its start.
+fn by_rules(p: &Profile, job: &str, profile: usize, runs: &DeviceRuns<'_>) -> Vec<CannStepRow> {
+    let [compute, comm, _] = &runs.runs;
+    if compute.events().is_empty() && comm.events().is_empty() {
         return Vec::new();
     }
-    let mut receive = Vec::new();
-    let mut steps = Vec::new();
-    for e in &p.events {
-        match e.track {
-            Track::Comm => {
-                let n = p.str(e.name).as_bytes();
-                if n.len() >= 12 && n[..12].eq_ignore_ascii_case(b"hcom_receive") {
-                    receive.push((e.start, e.end()));
-                }
-            }
-            Track::Step => steps.push((e.start, p.str(e.name).to_string())),
-            _ => {}
-        }
-    }
-    let busy = union(merge_sorted(compute, comm));
-    let not_overlapped = difference(comm, compute);
-    let free: Vec<(i64, i64)> = busy.windows(2).map(|w| (w[0].1, w[1].0)).collect();
+    let receive: Vec<(i64, i64)> = comm
+        .events()
+        .iter()
+        .filter(|e| {
+            let n = p.str(e.name).as_bytes();
+            n.len() >= 12 && n[..12].eq_ignore_ascii_case(b"hcom_receive")
+        })
+        .map(|e| (e.start, e.end()))
+        .collect();
+    let mut steps: Vec<(i64, String)> = p
+        .events
+        .iter()
+        .filter(|e| e.track == Track::Step)
+        .map(|e| (e.start, p.str(e.name).to_string()))
+        .collect();
     steps.sort();
-    // Device windows: from the first segment start at or after the host step's start.
-    let first_at = |t: i64| busy.iter().map(|s| s.0).find(|&s| s >= t);
+    let busy = || Union::new(merge(compute.union(), comm.union()));
+    // Device windows: from the first busy segment starting at or after the host step's start
+    // (steps and busy segments both in start order: one pass).
     let mut windows: Vec<(String, i64, Option<i64>)> = Vec::new();
     if steps.is_empty() {
         windows.push((String::new(), i64::MIN, None));
     } else {
+        let mut b = busy().map(|s| s.0).peekable();
         for (host_start, name) in &steps {
+            while b.next_if(|&s| s < *host_start).is_some() {}
             let label = name.strip_prefix("ProfilerStep#").unwrap_or(name);
-            let start = first_at(*host_start).unwrap_or(i64::MAX);
+            let start = b.peek().copied().unwrap_or(i64::MAX);
             windows.push((label.to_string(), start, Some(*host_start)));
         }
     }
+    let starts: Vec<i64> = windows.iter().map(|w| w.1).collect();
+    let mut acc: Vec<Window> = windows.iter().map(|_| Window::default()).collect();
+    // The window holding `t`: the last whose start is at or before it (a window that starts
+    // where the next starts is empty).
+    let at = |t: i64| starts.partition_point(|&w| w <= t).checked_sub(1);
+    for seg in compute.union() {
+        if let Some(w) = at(seg.0) {
+            acc[w].computing += (seg.1 - seg.0) as u64;
+            acc[w].span(seg);
+            acc[w].first_task = Some(acc[w].first_task.map_or(seg.0, |f| f.min(seg.0)));
+        }
+    }
+    for seg in comm.union() {
+        if let Some(w) = at(seg.0) {
+            acc[w].communication += (seg.1 - seg.0) as u64;
+            acc[w].span(seg);
+            acc[w].first_task = Some(acc[w].first_task.map_or(seg.0, |f| f.min(seg.0)));
+        }
+    }
+    for seg in difference(comm.union(), compute.union()) {
+        if let Some(w) = at(seg.0) {
+            acc[w].not_overlapped += (seg.1 - seg.0) as u64;
+            acc[w].span(seg);
+        }
+    }
+    let mut prev: Option<i64> = None;
+    for (s, e) in busy() {
+        if let Some(gap_start) = prev
+            && let Some(w) = at(gap_start)
+        {
+            acc[w].free += (s - gap_start) as u64;
+            acc[w].span((gap_start, s));
+        }
+        prev = Some(e);
+    }
+    for &(s, e) in &receive {
+        if let Some(w) = at(s) {
+            acc[w].bubble += (e - s) as u64;
+        }
+    }
     let mut out = Vec::new();
-    for (k, (label, start, host_start)) in windows.iter().enumerate() {
-        let end = windows.get(k + 1).map_or(i64::MAX, |w| w.1);
-        // Every list is sorted by start: the step's segments are one slice of it.
-        let inside = |v| in_window(v, *start, end);
-        let sum = |v: &[(i64, i64)]| v.iter().map(|s| (s.1 - s.0) as u64).sum::<u64>();
-        let (c, m, n, f) = (
-            inside(compute),
-            inside(comm),
-            inside(&not_overlapped),
-            inside(&free),
-        );
-        let bubble = sum(inside(&receive));
-        let segments = || c.iter().chain(m).chain(n).chain(f);
-        let (Some(first), Some(last)) =
-            (segments().map(|s| s.0).min(), segments().map(|s| s.1).max())
-        else {
+    for ((label, _, host_start), w) in windows.into_iter().zip(acc) {
+        let (Some(first), Some(last)) = (w.first, w.last) else {
             continue;
         };
-        let first_task = c.iter().chain(m).map(|s| s.0).min();
-        let communication = sum(m);
-        let not_overlapped = sum(n);
         out.push(CannStepRow {
             job: job.to_string(),
             profile,
             rank: p.rank,
-            step: label.clone(),
-            computing_ns: sum(c),
-            communication_not_overlapped_ns: not_overlapped,
-            overlapped_ns: communication.saturating_sub(not_overlapped),
-            communication_ns: communication,
-            free_ns: sum(f),
-            stage_ns: ((last - first) as u64).saturating_sub(bubble),
-            bubble_ns: bubble,
-            communication_not_overlapped_exclude_receive_ns: not_overlapped.saturating_sub(bubble),
+            step: label,
+            computing_ns: w.computing,
+            communication_not_overlapped_ns: w.not_overlapped,
+            overlapped_ns: w.communication.saturating_sub(w.not_overlapped),
+            communication_ns: w.communication,
+            free_ns: w.free,
+            stage_ns: ((last - first) as u64).saturating_sub(w.bubble),
+            bubble_ns: w.bubble,
+            communication_not_overlapped_exclude_receive_ns: w
+                .not_overlapped
+                .saturating_sub(w.bubble),
             preparing_ns: host_start
-                .zip(first_task)
+                .zip(w.first_task)
                 .map(|(h, t)| (t - h).max(0) as u64),
             source: COMPUTED,
         });
     }
     out
-}
-
-/// The segments of `v` (sorted by start) that start in `[start, end)`.
-fn in_window(v: &[(i64, i64)], start: i64, end: i64) -> &[(i64, i64)] {
-    let from = v.partition_point(|s| s.0 < start);
-    let to = v.partition_point(|s| s.0 < end);
-    &v[from..to.max(from)]
-}
-
-/// Two sorted lists as one sorted list, in linear time (what [`union`] would otherwise sort).
-fn merge_sorted(a: &[(i64, i64)], b: &[(i64, i64)]) -> Vec<(i64, i64)> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if a[i] <= b[j] {
-            out.push(a[i]);
-            i += 1;
-        } else {
-            out.push(b[j]);
-            j += 1;
-        }
-    }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-    out
-}
-
-/// `a` minus `b`, both sorted disjoint unions.
-fn difference(a: &[(i64, i64)], b: &[(i64, i64)]) -> Vec<(i64, i64)> {
-    let mut out = Vec::new();
-    let mut j = 0;
-    for &(s, e) in a {
-        let mut cur = s;
-        while j < b.len() && b[j].1 <= cur {
-            j += 1;
-        }
-        let mut k = j;
-        while k < b.len() && b[k].0 < e {
-            if b[k].0 > cur {
-                out.push((cur, b[k].0));
-            }
-            cur = cur.max(b[k].1);
-            k += 1;
-        }
-        if cur < e {
-            out.push((cur, e));
-        }
-    }
-    debug_assert_eq!(
-        out.iter().map(|s| s.1 - s.0).sum::<i64>() as u64,
-        a.iter().map(|s| (s.1 - s.0) as u64).sum::<u64>() - intersection(a, b)
-    );
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn difference_of_unions() {
-        let a = [(0, 10), (20, 30)];
-        let b = [(2, 4), (8, 22), (25, 26)];
-        assert_eq!(difference(&a, &b), vec![(0, 2), (4, 8), (22, 25), (26, 30)]);
-        assert_eq!(difference(&a, &[]), a.to_vec());
-        assert_eq!(difference(&[], &b), vec![]);
-    }
 }

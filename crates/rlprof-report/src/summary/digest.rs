@@ -9,7 +9,7 @@
 //! ranks holds the digests, not the ranks ([`super::summarise_path`]), and the report of loaded
 //! profiles ([`super::summarise`]) is the same merge.
 
-use super::ops::{ProfileOps, op_tables, profile_ops, self_times};
+use super::ops::{ProfileOps, op_tables, profile_ops};
 use super::{CannStepRow, CommRow, Input, MemSummary, Report, StepDur, StepRow};
 use crate::coverage::CoverageRow;
 use crate::device::Figures;
@@ -62,8 +62,9 @@ pub(super) fn light(p: &Profile) -> Profile {
 /// profile is summarised on both cores, as a tree's profiles are in parallel).
 pub fn digest(p: &Profile) -> Digest {
     let one = std::slice::from_ref(p);
-    let (ops, (unions, memory, comm, coverage)) = rayon::join(
-        || profile_ops(p, &self_times(p)),
+    let runs = crate::device::DeviceRuns::of(p);
+    let (ops, (memory, comm, coverage)) = rayon::join(
+        || profile_ops(p),
         || {
             let memory = [(&p.memory, "device"), (&p.host_memory, "host")]
                 .into_iter()
@@ -71,23 +72,22 @@ pub fn digest(p: &Profile) -> Digest {
                 .map(|(m, kind)| super::memory::memory(0, p, m, kind))
                 .collect::<Vec<_>>();
             (
-                crate::device::class_unions(p),
                 memory,
                 super::comm::comm(one),
                 crate::coverage::op_coverage(one),
             )
         },
     );
-    let cann = super::cann::cann_steps(p, "", 0, &unions);
+    let cann = super::cann::cann_steps(p, "", 0, &runs);
     Digest {
         light: light(p),
         extent: p.extent(),
         content_events: p.events.iter().filter(|e| e.track.is_content()).count(),
         fingerprint: crate::discover::fingerprint(p),
         discrete: super::steps::discrete_stage(p),
-        figures: Figures::from_unions(p, &unions),
+        figures: Figures::from_runs(&runs),
         steps: super::jobs::steps_of(p, &cann),
-        rows: super::steps::profile_rows(p, &unions),
+        rows: super::steps::profile_rows(p, &runs),
         ops,
         memory,
         comm,

@@ -8,32 +8,41 @@ use std::collections::HashMap;
 
 /// Self time of every event (same order as `p.events`).
 pub fn self_times(p: &Profile) -> Vec<i64> {
-    let mut selfs: Vec<i64> = p.events.iter().map(|e| e.dur).collect();
-    // Event indices as u32 (a profile holds fewer than 2^32 events: the readers' caps).
-    let mut by_lane: FxHashMap<(Track, u32), Vec<u32>> = FxHashMap::default();
+    let mut selfs = vec![0; p.events.len()];
+    for_each_self_time(p, |i, st| selfs[i] = st);
+    selfs
+}
+
+/// Calls `f(i, self time)` once for every event `i` of `p`: its duration less the parts of
+/// it that its children (the events of its track and thread nested directly in it) cover.
+///
+/// One pass in event order with a stack per (track, thread): an event's self time is final
+/// when the stack pops it, so nothing is held per event (a collection of 10 M events would
+/// otherwise hold 80 MB of self times beside its events).
+pub(crate) fn for_each_self_time(p: &Profile, mut f: impl FnMut(usize, i64)) {
+    // (event index, self time so far) per lane; `p.events` is sorted by (track, start, longer
+    // first), so each lane is too.
+    let mut lanes: FxHashMap<(Track, u32), Vec<(usize, i64)>> = FxHashMap::default();
     for (i, e) in p.events.iter().enumerate() {
-        by_lane
-            .entry((e.track, e.thread))
-            .or_default()
-            .push(i as u32);
+        let stack = lanes.entry((e.track, e.thread)).or_default();
+        while let Some(&(t, st)) = stack.last() {
+            if p.events[t].end() > e.start {
+                break;
+            }
+            f(t, st.max(0));
+            stack.pop();
+        }
+        if let Some((parent, st)) = stack.last_mut() {
+            let overlap = e.end().min(p.events[*parent].end()) - e.start;
+            *st -= overlap.max(0);
+        }
+        stack.push((i, e.dur));
     }
-    for idx in by_lane.values() {
-        // `p.events` is sorted by (track, start, longer first), so each lane is too.
-        let mut stack: Vec<usize> = Vec::new();
-        for i in idx.iter().map(|&i| i as usize) {
-            let e = p.events[i];
-            while stack.last().is_some_and(|&t| p.events[t].end() <= e.start) {
-                stack.pop();
-            }
-            if let Some(&parent) = stack.last() {
-                let overlap = e.end().min(p.events[parent].end()) - e.start;
-                selfs[parent] -= overlap.max(0);
-            }
-            stack.push(i);
+    for stack in lanes.into_values() {
+        for (t, st) in stack {
+            f(t, st.max(0));
         }
     }
-    selfs.iter_mut().for_each(|s| *s = (*s).max(0));
-    selfs
 }
 
 /// Role-call intervals of a profile, sorted, for lookups.
@@ -99,17 +108,18 @@ pub(super) struct ProfileOps {
 }
 
 /// A profile's op statistics ([`ProfileOps`]), from its events and their self times.
-pub(super) fn profile_ops(p: &Profile, selfs: &[i64]) -> ProfileOps {
+pub(super) fn profile_ops(p: &Profile) -> ProfileOps {
     let roles = Roles::new(p);
     let mut local: FxHashMap<(Track, u32, u32), Acc> = FxHashMap::default();
-    for (e, &st) in p.events.iter().zip(selfs) {
+    for_each_self_time(p, |i, st| {
+        let e = &p.events[i];
         if e.track.is_content() {
             local
                 .entry((e.track, e.name, roles.at(e.start)))
                 .or_default()
                 .add(e.dur, st);
         }
-    }
+    });
     let mut ids: HashMap<String, u32> = HashMap::new();
     let mut out = ProfileOps::default();
     let mut id = |s: std::borrow::Cow<'_, str>| -> u32 {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 /// Length of the union of intervals.
 fn union_len(v: Vec<(i64, i64)>) -> u64 {
-    crate::device::union(v)
+    crate::intervals::union(v)
         .iter()
         .map(|&(a, b)| (b - a) as u64)
         .sum()
@@ -82,7 +82,7 @@ pub(super) fn discrete_steps(
 /// One profile's step rows, each keyed by its (run, step label, rank) with an empty job and
 /// profile 0 (set by [`merge_rows`]): the step time split by role call and phase, the device
 /// figures within the step and the collectives' wait.
-pub(super) fn profile_rows(p: &Profile, unions: &crate::device::Unions) -> Vec<StepRow> {
+pub(super) fn profile_rows(p: &Profile, runs: &crate::device::DeviceRuns<'_>) -> Vec<StepRow> {
     let mut rows: BTreeMap<(String, String), StepRow> = BTreeMap::new();
     // One pass for the few events the windows need (steps, role calls, phases).
     let mut steps: Vec<&Event> = Vec::new();
@@ -102,7 +102,7 @@ pub(super) fn profile_rows(p: &Profile, unions: &crate::device::Unions) -> Vec<S
         }
     }
     let (run, label) = run_and_step(p);
-    let unions = (!steps.is_empty()).then_some(unions);
+    let runs = (!steps.is_empty()).then_some(runs);
     let windows: Vec<(String, Option<&Event>)> = if steps.is_empty() {
         vec![(label, None)]
     } else {
@@ -175,8 +175,8 @@ pub(super) fn profile_rows(p: &Profile, unions: &crate::device::Unions) -> Vec<S
         }
         if let Some(st) = step {
             *row.step_ns.get_or_insert(0) += st.dur as u64;
-            if let Some(u) = &unions {
-                for (k, v) in crate::device::within(u, s, e) {
+            if let Some(u) = &runs {
+                for (k, v) in u.within(s, e) {
                     *row.device.entry(k.to_string()).or_insert(0) += v;
                 }
             }
