@@ -57,8 +57,6 @@ pub struct Index {
     raw: RawIndex,
     /// Step ranges, sorted by start.
     pub steps: Vec<StepSpan>,
-    /// Collective intervals `(start, end)` in wall ns, sorted by start.
-    pub comm_spans: Vec<(u64, u64)>,
     /// Record counts, as read (before validation drops any).
     pub counts: Counts,
 }
@@ -99,7 +97,6 @@ impl Index {
             by_kind: [0; 256],
             ops: 0,
             steps: Vec::new(),
-            comms: Vec::new(),
         };
         let raw = RawIndex::scan(
             bytes.bytes(),
@@ -120,19 +117,7 @@ impl Index {
             })
             .collect();
         steps.sort_by_key(|s| s.start);
-        let mut comm_spans: Vec<(u64, u64)> = c
-            .comms
-            .iter()
-            .filter(|&&(s, e)| raw.keeps_interval(s, e))
-            .map(|&(s, e)| (raw.wall(s), raw.wall(e.max(s))))
-            .collect();
-        comm_spans.sort_unstable();
-        Ok(Index {
-            raw,
-            steps,
-            comm_spans,
-            counts,
-        })
+        Ok(Index { raw, steps, counts })
     }
 
     /// The step whose range contains `ts` (wall ns), if any.
@@ -158,13 +143,11 @@ impl Index {
 }
 
 /// Counts records by kind from their kind/category bytes (branch-free except for the rare step
-/// ranges and collectives, whose intervals are kept), one record at a time inside the decoder's
-/// pass-1 loop.
+/// ranges, whose intervals are kept), one record at a time inside the decoder's pass-1 loop.
 struct Counter {
     by_kind: [u64; 256],
     ops: u64,
     steps: Vec<(u32, u64, u64)>,
-    comms: Vec<(u64, u64)>,
 }
 
 impl Counter {
@@ -176,13 +159,9 @@ impl Counter {
         let kc = u16::from_le_bytes([b[20], b[21]]);
         self.by_kind[(kc & 0xff) as usize] += 1;
         self.ops += (kc == OP) as u64;
-        if kc == STEP || (kc & 0xff) == Kind::Comm as u16 {
+        if kc == STEP {
             let r = Record::from_bytes(b);
-            if kc == STEP {
-                self.steps.push((r.name, r.ts, r.a));
-            } else {
-                self.comms.push((r.ts, r.a));
-            }
+            self.steps.push((r.name, r.ts, r.a));
         }
     }
 
@@ -333,7 +312,6 @@ mod tests {
         );
         assert_eq!(idx.steps.len(), 1);
         assert_eq!(idx.steps[0].step, 3);
-        assert_eq!(idx.comm_spans.len(), 1);
         let mut events = 0;
         idx.replay(|_| events += 1).unwrap();
         assert_eq!(events, 8);

@@ -4,6 +4,9 @@
 //! different slowest rank for the same numbers, nor compute a bandwidth two ways. They live
 //! beside the raw decoder because it is the one crate both depend on.
 
+pub mod cann;
+pub mod intervals;
+
 /// Achieved bandwidth in GB/s (bytes per nanosecond) of `bytes` moved in `busy_ns`, the
 /// collective's time without its wait for peers. `None` when there was no busy time.
 ///

@@ -59,7 +59,7 @@ pub fn export(dir: &Path, idx: &Index) -> Result<Vec<PathBuf>, ExportError> {
 
     let an_path = tmp.join(ANALYSIS_DB);
     let mut an = create_db(&an_path, schema::ANALYSIS_TABLES)?;
-    write_analysis_db(&mut an, idx, &steps, &comms).map_err(ExportError::io(&an_path))?;
+    write_analysis_db(&mut an, idx, steps, &comms).map_err(ExportError::io(&an_path))?;
     an.finish().map_err(ExportError::io(&an_path))?;
 
     if final_dir.exists() {
@@ -162,7 +162,7 @@ fn write_meta_tables(db: &mut Database, idx: &Index) -> std::io::Result<()> {
 fn write_analysis_db(
     db: &mut Database,
     idx: &Index,
-    steps: &summary::StepSums,
+    steps: summary::StepSums,
     comms: &summary::CommFigures,
 ) -> std::io::Result<()> {
     if crate::npu::level_rank(idx.meta.level) >= 0 {

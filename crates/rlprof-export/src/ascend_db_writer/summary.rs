@@ -5,60 +5,40 @@
 
 use super::schema as s;
 use crate::decode::{CommEv, Index, KernelEv};
-use crate::npu::{overlap, step_trace_row};
+use crate::npu::{StepTimeline, step_trace_row};
 use crate::sqlite_file::{Database, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 
-/// Per-step sums (the same sums as the text layout's `step_trace_time.csv`).
+/// The device timeline behind `StepTraceTime` (the text layout's `step_trace_time.csv`).
+#[derive(Default)]
 pub struct StepSums {
-    steps: BTreeMap<u64, crate::npu::StepAgg>,
+    timeline: StepTimeline,
 }
 
 impl StepSums {
-    /// One empty sum per step of `idx`.
-    pub fn new(idx: &Index) -> StepSums {
-        StepSums {
-            steps: idx
-                .steps
-                .iter()
-                .map(|s| (s.step, Default::default()))
-                .collect(),
-        }
+    /// An empty timeline.
+    pub fn new() -> StepSums {
+        StepSums::default()
     }
 
     /// Adds a kernel.
     #[inline]
-    pub fn kernel(&mut self, idx: &Index, k: &KernelEv) {
-        let Some(a) = idx.step_at(k.start).and_then(|s| self.steps.get_mut(&s)) else {
-            return;
-        };
-        a.computing += k.end - k.start;
-        a.overlapped += overlap(&idx.comm_spans, k.start, k.end);
-        a.first_kernel = Some(a.first_kernel.map_or(k.start, |f| f.min(k.start)));
-        a.device(k.start, k.end);
+    pub fn kernel(&mut self, k: &KernelEv) {
+        self.timeline.kernel(k.start, k.end);
     }
 
     /// Adds a communication op.
     pub fn comm(&mut self, idx: &Index, c: &CommEv) {
-        let step = idx.step_at(c.start).unwrap_or(0);
-        let Some(a) = self.steps.get_mut(&step) else {
-            return;
-        };
-        let dur = c.end - c.start;
-        a.comm += dur;
-        a.device(c.start, c.end);
-        if is_recv(idx.name(c.name)) {
-            a.recv += dur;
-        }
+        self.timeline.comm(idx.name(c.name), c.start, c.end);
     }
 
     /// Writes `StepTraceTime` (us, as the text layout's CSV).
-    pub fn write(&self, db: &mut Database, idx: &Index) -> io::Result<()> {
+    pub fn write(self, db: &mut Database, idx: &Index) -> io::Result<()> {
         let table = db.table_index(s::STEP_TRACE_TIME.name);
-        for span in &idx.steps {
-            let a = self.steps.get(&span.step).copied().unwrap_or_default();
-            let (v, preparing) = step_trace_row(span, &a);
+        let figures = self.timeline.rows(&idx.steps);
+        for (span, f) in idx.steps.iter().zip(&figures) {
+            let (v, preparing) = step_trace_row(f);
             let us = |ns: u64| ns as f64 / 1000.0;
             let step = span.step.to_string();
             let mut row = vec![Value::Text(&step)];
@@ -68,10 +48,6 @@ impl StepSums {
         }
         Ok(())
     }
-}
-
-fn is_recv(name: &str) -> bool {
-    name.contains("recv") || name.contains("receive")
 }
 
 /// One collective instance.

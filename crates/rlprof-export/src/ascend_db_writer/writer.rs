@@ -109,7 +109,7 @@ impl<'c, 'a> Writer<'c, 'a> {
             next_task: 0,
             next_conn: COMM_CONN_BASE,
             next_range: 0,
-            steps: StepSums::new(idx),
+            steps: StepSums::new(),
             comms: CommFigures::new(crate::npu::level_rank(idx.meta.level) >= 1),
             err: None,
         }
@@ -130,7 +130,7 @@ impl<'c, 'a> Writer<'c, 'a> {
         match o {
             Out::Range(r) => self.range(r),
             Out::Kernel(k, op) => {
-                self.steps.kernel(self.idx, k);
+                self.steps.kernel(k);
                 if !self.device {
                     return Ok(());
                 }

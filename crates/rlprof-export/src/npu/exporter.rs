@@ -11,6 +11,8 @@ use crate::decode::{CommEv, Event, Index, KernelEv, MemEv};
 use crate::dense::{DenseMap, FastMap};
 use crate::memory::MemTracker;
 use crate::rows::CsvOut;
+use rlprof_profiler::metrics::cann;
+use rlprof_profiler::metrics::intervals::Union;
 use rlprof_profiler::plan::Content;
 use rlprof_profiler::record::RangeCat;
 use std::collections::{BTreeMap, HashMap};
@@ -57,50 +59,66 @@ pub(super) struct OpAgg {
     pub(super) dev_total: u64,
 }
 
-/// Per-step sums behind `step_trace_time.csv` (and the DB layout's `StepTraceTime`).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct StepAgg {
-    pub(crate) computing: u64,
-    pub(crate) comm: u64,
-    pub(crate) overlapped: u64,
-    pub(crate) recv: u64,
-    pub(crate) first_kernel: Option<u64>,
-    /// The step's device activity (kernels and collectives): first start, last end.
-    pub(crate) device: Option<(u64, u64)>,
+/// The device timeline behind `step_trace_time.csv` (and the DB layout's `StepTraceTime`):
+/// the kernels' and collectives' intervals as the events stream by, turned into CANN's step
+/// figures by [`rlprof_profiler::metrics::cann`], the rules the report applies to any profile
+/// without those tables.
+#[derive(Default)]
+pub(crate) struct StepTimeline {
+    compute: Vec<(i64, i64)>,
+    comm: Vec<(i64, i64)>,
+    receive: Vec<(i64, i64)>,
 }
 
-impl StepAgg {
-    /// Widens the step's device span by `[start, end)`.
-    pub(crate) fn device(&mut self, start: u64, end: u64) {
-        self.device = Some(
-            self.device
-                .map_or((start, end), |(a, b)| (a.min(start), b.max(end))),
-        );
+impl StepTimeline {
+    /// A kernel `[start, end)` (wall ns).
+    pub(crate) fn kernel(&mut self, start: u64, end: u64) {
+        self.compute.push((start as i64, end as i64));
+    }
+
+    /// A collective named `name`, `[start, end)` (wall ns).
+    pub(crate) fn comm(&mut self, name: &str, start: u64, end: u64) {
+        let iv = (start as i64, end as i64);
+        self.comm.push(iv);
+        if cann::is_receive(name) {
+            self.receive.push(iv);
+        }
+    }
+
+    /// Each step of `steps` (host windows, in start order) with its figures (zero where the
+    /// step has no device activity).
+    pub(crate) fn rows(mut self, steps: &[crate::decode::StepSpan]) -> Vec<cann::StepFigures> {
+        for v in [&mut self.compute, &mut self.comm, &mut self.receive] {
+            v.sort_unstable();
+        }
+        let starts: Vec<i64> = steps.iter().map(|s| s.start as i64).collect();
+        let (compute, comm) = (&self.compute, &self.comm);
+        cann::step_figures(
+            || Union::new(compute.iter().copied()),
+            || Union::new(comm.iter().copied()),
+            &self.receive,
+            &starts,
+        )
+        .into_iter()
+        .map(Option::unwrap_or_default)
+        .collect()
     }
 }
 
-/// One step's `step_trace_time` figures in ns: Computing, Communication(Not Overlapped),
-/// Overlapped, Communication, Free, Stage, Bubble, Communication(Not Overlapped and Exclude
-/// Receive), and Preparing (none without a kernel). As CANN counts them
-/// (`rlprof_report::summary::cann`, `docs/metrics.md`): over the step's device activity, from
-/// its first task to its last, not over the host step window; Free is that span less
-/// Computing and Communication(Not Overlapped), Stage the span less Bubble.
-pub(crate) fn step_trace_row(s: &crate::decode::StepSpan, a: &StepAgg) -> ([u64; 8], Option<u64>) {
-    let span = a.device.map_or(0, |(first, last)| last - first);
-    let comm_no = a.comm.saturating_sub(a.overlapped);
-    let free = span.saturating_sub(a.computing + comm_no);
+/// A step's figures as `step_trace_time`'s eight figure columns, and `Preparing`.
+pub(crate) fn step_trace_row(f: &cann::StepFigures) -> ([u64; 8], Option<u64>) {
     (
         [
-            a.computing,
-            comm_no,
-            a.overlapped,
-            a.comm,
-            free,
-            span.saturating_sub(a.recv),
-            a.recv,
-            comm_no.saturating_sub(a.recv),
+            f.computing,
+            f.communication_not_overlapped,
+            f.overlapped,
+            f.communication,
+            f.free,
+            f.stage,
+            f.bubble,
+            f.communication_not_overlapped_exclude_receive,
         ],
-        a.device.map(|(f, _)| f.saturating_sub(s.start)),
+        f.preparing,
     )
 }
 
@@ -136,7 +154,7 @@ pub(super) struct Exporter<'a> {
     pub(super) op_stat: FastMap<u32, Stat>,
     pub(super) api_stat: FastMap<(u8, u32), Stat>,
     pub(super) ops: FastMap<(u32, u32, u32), OpAgg>,
-    pub(super) steps: BTreeMap<u64, StepAgg>,
+    pub(super) steps: StepTimeline,
     pub(super) last_end: FastMap<(u32, u16), u64>,
     pub(super) comm_ops: BTreeMap<u64, Vec<CommOp>>,
     pub(super) comm_seq: HashMap<(u64, u32, u32), u64>,
@@ -194,11 +212,7 @@ impl<'a> Exporter<'a> {
             op_stat: FastMap::default(),
             api_stat: FastMap::default(),
             ops: FastMap::default(),
-            steps: idx
-                .steps
-                .iter()
-                .map(|s| (s.step, StepAgg::default()))
-                .collect(),
+            steps: StepTimeline::default(),
             last_end: FastMap::default(),
             comm_ops: BTreeMap::new(),
             comm_seq: HashMap::new(),
@@ -269,12 +283,7 @@ impl<'a> Exporter<'a> {
         self.kernel_total += dur;
         self.op_stat.entry(k.name).or_default().add(dur);
         let step = idx.step_at(k.start);
-        if let Some(s) = step.and_then(|s| self.steps.get_mut(&s)) {
-            s.computing += dur;
-            s.overlapped += overlap(&idx.comm_spans, k.start, k.end);
-            s.first_kernel = Some(s.first_kernel.map_or(k.start, |f| f.min(k.start)));
-            s.device(k.start, k.end);
-        }
+        self.steps.kernel(k.start, k.end);
         let prev = self.last_end.insert((k.thread, k.stream), k.end);
         let Some(w) = self.w.kernels.as_mut() else {
             return Ok(());
@@ -334,14 +343,7 @@ impl<'a> Exporter<'a> {
         let step = idx.step_at(c.start).unwrap_or(0);
         let dur = c.end - c.start;
         let name = idx.name(c.name).to_string();
-        let is_recv = name.contains("recv") || name.contains("receive");
-        if let Some(s) = self.steps.get_mut(&step) {
-            s.comm += dur;
-            s.device(c.start, c.end);
-            if is_recv {
-                s.recv += dur;
-            }
-        }
+        self.steps.comm(&name, c.start, c.end);
         if self.level < 1 {
             return;
         }
@@ -418,24 +420,4 @@ impl<'a> Exporter<'a> {
         w.raw(b"CPU");
         w.end_row()
     }
-}
-
-/// Length of `[start, end)` covered by the sorted, possibly overlapping `spans`.
-pub(crate) fn overlap(spans: &[(u64, u64)], start: u64, end: u64) -> u64 {
-    let mut i = spans.partition_point(|s| s.1 <= start);
-    // Spans sorted by start; a span starting earlier but ending later may precede i.
-    i = i.saturating_sub(16).min(i);
-    let mut covered = 0;
-    let mut cursor = start;
-    for &(s, e) in &spans[i..] {
-        if s >= end {
-            break;
-        }
-        let (a, b) = (s.max(cursor), e.min(end));
-        if b > a {
-            covered += b - a;
-            cursor = b;
-        }
-    }
-    covered
 }

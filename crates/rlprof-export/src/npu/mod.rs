@@ -24,7 +24,7 @@ pub use columns::{
     API_STATISTIC, KERNEL_METRICS, MEMORY_RECORD, OP_STATISTIC, OPERATOR_DETAILS, OPERATOR_MEMORY,
     STEP_TRACE, us,
 };
-pub(crate) use exporter::{StepAgg, overlap, step_trace_row};
+pub(crate) use exporter::{StepTimeline, step_trace_row};
 pub(crate) use info::write_info_files;
 pub use info::{profiler_info, profiler_metadata};
 pub use matrix::{Layout, OUTPUT_DIR, files_for, kernel_header, level_rank};

@@ -83,11 +83,11 @@ impl<'a> Exporter<'a> {
         w.flush().map_err(ExportError::io(&path))
     }
 
-    fn write_step_trace(&self, dir: &Path) -> Result<(), ExportError> {
+    fn write_step_trace(&mut self, dir: &Path) -> Result<(), ExportError> {
         let mut rows = Vec::new();
-        for s in &self.idx.steps {
-            let a = self.steps.get(&s.step).copied().unwrap_or_default();
-            let (v, preparing) = step_trace_row(s, &a);
+        let figures = std::mem::take(&mut self.steps).rows(&self.idx.steps);
+        for (s, f) in self.idx.steps.iter().zip(&figures) {
+            let (v, preparing) = step_trace_row(f);
             let mut row = vec!["0".to_string(), s.step.to_string()];
             row.extend(v.iter().map(|&ns| us(ns)));
             row.push(preparing.map(us).unwrap_or_default());
