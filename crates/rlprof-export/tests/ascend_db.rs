@@ -686,6 +686,49 @@ fn step_trace_equals_the_text_layout() {
     }
 }
 
+/// The writer's `step_trace_time.csv` holds, to the nanosecond, the figures the report
+/// computes by CANN's rules from the same raw collection: both call
+/// `rlprof_profiler::metrics::cann` (the writer had sums of its own before).
+#[test]
+fn step_trace_time_is_the_reports_cann_rows_to_the_nanosecond() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut script = Script::npu(Level::Level1, &[Content::Npu, Content::Cpu]);
+    script.comms = 3;
+    let done = collect(tmp.path(), &script);
+    let mut compared = 0;
+    for c in &done {
+        let raw = &rlprof_export::analyse::raw_files(&c.dir)[0];
+        let idx = Index::build(raw).unwrap();
+        rlprof_export::ascend_writer::export_as(&c.dir, &idx, Layout::Text).unwrap();
+        let (h, rows) = read_csv(&c.dir.join(npu::OUTPUT_DIR).join("step_trace_time.csv"));
+        let p = rlprof_report::raw_input::load_raw(raw, "g").unwrap();
+        let cann = rlprof_report::summary::cann::computed(&p, "", 0);
+        assert_eq!(rows.len(), cann.len(), "{rows:?} vs {cann:?}");
+        // `12.345` us as ns, exactly.
+        let ns = |t: &str| -> u64 {
+            let (a, b) = t.split_once('.').unwrap();
+            a.parse::<u64>().unwrap() * 1000 + b.parse::<u64>().unwrap()
+        };
+        for (row, c) in rows.iter().zip(&cann) {
+            let col = |name: &str| ns(&row[h.iter().position(|x| x == name).unwrap()]);
+            assert!(c.computing_ns > 0, "{c:?}");
+            assert_eq!(col("Computing"), c.computing_ns);
+            assert_eq!(
+                col("Communication(Not Overlapped)"),
+                c.communication_not_overlapped_ns
+            );
+            assert_eq!(col("Overlapped"), c.overlapped_ns);
+            assert_eq!(col("Communication"), c.communication_ns);
+            assert_eq!(col("Free"), c.free_ns);
+            assert_eq!(col("Stage"), c.stage_ns);
+            assert_eq!(col("Bubble"), c.bubble_ns);
+            assert_eq!(col("Preparing"), c.preparing_ns.unwrap());
+            compared += 1;
+        }
+    }
+    assert!(compared >= 2, "{compared} rows compared");
+}
+
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {
