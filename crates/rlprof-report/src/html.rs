@@ -619,39 +619,36 @@ fn fill_events(t: &mut TimelineProfile, p: &Profile, order: &[(u32, usize)]) {
 mod tests {
     use super::*;
 
-    /// The timeline shows every structural event and exactly the `budget` longest content
-    /// events, the first in event order among equal durations, as a sort would pick them;
-    /// durations differing only in low or only in high bits included.
-    #[test]
-    fn the_timeline_keeps_the_longest_content_events_whatever_their_digits() {
-        use crate::model::SourceFormat;
-        let mut p = Profile::new("x".into(), SourceFormat::RlprofRaw, 0, "g".into());
-        let mut x: u64 = 11;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
-        for i in 0..3000i64 {
-            let dur = match rnd(4) {
-                0 => rnd(4) as i64,
-                1 => (rnd(3) as i64) << 40 | rnd(2) as i64,
-                2 => 70_000 + rnd(5) as i64,
-                _ => rnd(1 << 20) as i64,
-            };
-            let track = [Track::Op, Track::Kernel, Track::Step, Track::Api][rnd(4) as usize];
-            p.events.push(Event {
-                start: i,
-                dur,
-                name: NONE,
-                detail: NONE,
-                thread: 0,
-                depth: 0,
-                track,
-            });
-        }
-        for budget in [0, 1, 7, 100, 1000, 2000, 5000] {
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// The timeline shows every structural event and exactly the `budget` longest content
+        /// events, the first in event order among equal durations, as a sort would pick them;
+        /// durations differing only in low or only in high bits included.
+        #[test]
+        fn the_timeline_keeps_the_longest_content_events_whatever_their_digits(
+            events in proptest::collection::vec((0u8..4, 0u8..4, 0u64..1 << 20), 0..600),
+            budget in 0usize..700,
+        ) {
+            use crate::model::SourceFormat;
+            let mut p = Profile::new("x".into(), SourceFormat::RlprofRaw, 0, "g".into());
+            for (i, &(kind, track, r)) in events.iter().enumerate() {
+                let dur = match kind {
+                    0 => (r % 4) as i64,
+                    1 => ((r % 3) << 40 | (r >> 19)) as i64,
+                    2 => 70_000 + (r % 5) as i64,
+                    _ => r as i64,
+                };
+                p.events.push(Event {
+                    start: i as i64,
+                    dur,
+                    name: NONE,
+                    detail: NONE,
+                    thread: 0,
+                    depth: 0,
+                    track: [Track::Op, Track::Kernel, Track::Step, Track::Api][track as usize],
+                });
+            }
             let bits = shown(&p, budget);
             let got: Vec<usize> = (0..p.events.len())
                 .filter(|&i| bits[i / 64] & (1 << (i % 64)) != 0)
@@ -666,7 +663,7 @@ mod tests {
                 .chain(content)
                 .collect();
             want.sort();
-            assert_eq!(got, want, "budget {budget}");
+            proptest::prop_assert_eq!(got, want);
         }
     }
 

@@ -63,7 +63,8 @@ impl<'a> Run<'a> {
         // `reach` never decreases: the first block whose prefix ends after `t` is found by
         // bisection, and the event sought is in the block before.
         let j = self.reach.partition_point(|&r| r <= t);
-        j.saturating_sub(1) * BLOCK
+        // (Past every end, the index is the end of the run.)
+        (j.saturating_sub(1) * BLOCK).min(self.ev.len())
     }
 
     /// The run's intervals from the first that may reach past `from`, in start order, those
@@ -112,62 +113,52 @@ impl<'a> Run<'a> {
 mod tests {
     use super::*;
     use crate::model::{NONE, SourceFormat};
+    use proptest::prelude::*;
 
-    /// A run's windowed queries agree with the union of every interval, clipped, however far
-    /// back the interval reaching into the window starts (the index skips whole blocks).
-    #[test]
-    fn a_run_covers_a_window_as_the_whole_union_does() {
-        let mut p = Profile::new("x".into(), SourceFormat::RlprofRaw, 0, "g".into());
-        let mut x: u64 = 7;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % n) as i64
-        };
-        for i in 0..5000 {
-            let start = i * 10 + rnd(10);
-            // Mostly short intervals, a few that reach across many blocks.
-            let dur = if rnd(500) == 0 { rnd(20_000) } else { rnd(15) };
-            p.events.push(Event {
-                start,
-                dur,
-                name: NONE,
-                detail: NONE,
-                thread: rnd(2) as u32,
-                depth: 0,
-                track: Track::Kernel,
-            });
-        }
-        p.sort();
-        let run = Run::of(&p, Track::Kernel);
-        let all: Vec<(i64, i64)> = run.union().collect();
-        assert_eq!(
-            all,
-            union(p.events.iter().map(|e| (e.start, e.end())).collect())
-        );
-        for _ in 0..300 {
-            let s = rnd(52_000) - 1000;
-            let e = s + rnd(3000);
-            assert_eq!(
-                run.covered(s, e, None),
-                covered(all.iter().copied(), s, e),
-                "[{s}, {e})"
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// A run's windowed queries agree with the union of every interval, clipped, however
+        /// far back the interval reaching into the window starts (the index skips whole
+        /// blocks of events: thousands of short intervals and a few long ones).
+        #[test]
+        fn a_run_covers_a_window_as_the_whole_union_does(
+            short in prop::collection::vec((0i64..10, 0i64..15, 0u32..2), 2500..4000),
+            long in prop::collection::vec((0usize..4000, 0i64..40_000), 0..6),
+            windows in prop::collection::vec((-1000i64..45_000, 0i64..5000), 20),
+        ) {
+            let mut p = Profile::new("x".into(), SourceFormat::RlprofRaw, 0, "g".into());
+            for (i, &(jitter, dur, thread)) in short.iter().enumerate() {
+                let dur = long.iter().find(|l| l.0 == i).map_or(dur, |l| l.1);
+                p.events.push(Event {
+                    start: i as i64 * 10 + jitter,
+                    dur,
+                    name: NONE,
+                    detail: NONE,
+                    thread,
+                    depth: 0,
+                    track: Track::Kernel,
+                });
+            }
+            p.sort();
+            let run = Run::of(&p, Track::Kernel);
+            let all: Vec<(i64, i64)> = run.union().collect();
+            let whole = union(p.events.iter().map(|e| (e.start, e.end())).collect());
+            prop_assert_eq!(&all, &whole);
+            let one = union(
+                p.events
+                    .iter()
+                    .filter(|ev| ev.thread == 1)
+                    .map(|ev| (ev.start, ev.end()))
+                    .collect(),
             );
-            assert_eq!(
-                covered(run.union_from(s, e), s, e),
-                covered(all.iter().copied(), s, e)
-            );
-            let one: Vec<_> = p
-                .events
-                .iter()
-                .filter(|ev| ev.thread == 1)
-                .map(|ev| (ev.start, ev.end()))
-                .collect();
-            assert_eq!(
-                run.covered(s, e, Some(1)),
-                covered(union(one).into_iter(), s, e)
-            );
+            for (s, len) in windows {
+                let e = s + len;
+                let want = covered(all.iter().copied(), s, e);
+                prop_assert_eq!(run.covered(s, e, None), want, "[{}, {})", s, e);
+                prop_assert_eq!(covered(run.union_from(s, e), s, e), want);
+                prop_assert_eq!(run.covered(s, e, Some(1)), covered(one.iter().copied(), s, e));
+            }
         }
     }
 }
