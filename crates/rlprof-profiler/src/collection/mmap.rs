@@ -20,8 +20,10 @@ use std::path::Path;
 
 /// Raw files at least this large are mapped; smaller ones are read.
 const MAP_MIN: u64 = 1 << 20;
-/// Pages of a raw file are released in steps of this many bytes.
-const RELEASE_STEP: usize = 32 << 20;
+/// Pages of a raw file are released in steps of this many bytes: at most this much of the file
+/// is resident behind a reader (8 MiB: `report` on 10 M events peaks at 1.39x the raw file, at
+/// 1.49x with 32 MiB steps; a release is one `madvise` call per step).
+const RELEASE_STEP: usize = 8 << 20;
 /// Granule of what is given back: pages wholly inside a range (4 KiB pages; on a system with
 /// larger pages the kernel rounds the start down, which for a file only costs a re-read of a
 /// neighbour's page).
