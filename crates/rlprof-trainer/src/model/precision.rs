@@ -13,6 +13,8 @@
 //!
 //! Cost when no stage dumps: [`on`] is one relaxed atomic load, and the op layer branches on it.
 
+mod golden;
+
 use candle_core::{CpuStorage, DType, Storage, Tensor};
 use rlprof_profiler::plan::{MsprobeConfig, PrecisionPlan, RoleCall};
 use rlprof_profiler::{NameId, RankProfiler, resolve};
@@ -45,17 +47,28 @@ struct Dump {
     modules: Vec<String>,
     /// msprobe's per-API call counters.
     counters: HashMap<String, u32>,
-    /// Forward calls by id: their `{api}.{n}` prefix (id = index + 1).
-    calls: Vec<String>,
+    /// Forward calls by id (id = index + 1).
+    calls: Vec<Call>,
     /// msprobe's `scope` range state.
     in_scope: bool,
-    /// Cache of API names by op name id.
+    /// Cache of op names by op name id.
     names: HashMap<u32, String>,
     /// The forward call now running (its id), for the autograd tag.
     current: u32,
     /// Statistics of the op outputs seen in this dump, by tensor id: an op's output is
     /// usually the next op's input, and a tensor an op created never changes.
     seen: HashMap<candle_core::TensorId, Option<[f64; 4]>>,
+    /// The inputs a PyTorch reference needs to rerun the dumped calls (see [`golden`]), when
+    /// `RLPROF_PRECISION_GOLDEN` is set.
+    golden: Option<golden::Capture>,
+}
+
+/// One forward call: its op and the `{api}.{n}` prefix its backward entry takes (empty until
+/// the forward entry is written, for an op that [`expand`] rewrites).
+#[derive(Clone)]
+struct Call {
+    op: String,
+    prefix: String,
 }
 
 /// One tensor's statistics, as msprobe's `statistics` task writes them.
@@ -65,6 +78,18 @@ struct Stats {
     /// Max, Min, Mean, Norm (None: empty tensor).
     s: Option<[f64; 4]>,
     requires_grad: bool,
+    /// An integer tensor: msprobe writes its Mean and Norm as null.
+    int: bool,
+}
+
+/// One argument or result of a dump.json entry: a tensor's statistics or a Python scalar as
+/// msprobe writes it (`{"type": "int", "value": -1}`), or `null`.
+enum Arg {
+    T(Stats),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Null,
 }
 
 /// One dump.json entry: forward (`input_args`, `input_kwargs`, `output`) or backward (`input`,
@@ -72,8 +97,8 @@ struct Stats {
 struct Entry {
     name: String,
     forward: bool,
-    input: Option<Vec<Option<Stats>>>,
-    output: Option<Vec<Option<Stats>>>,
+    input: Option<Vec<Arg>>,
+    output: Option<Vec<Arg>>,
 }
 
 /// The guard of one dumped stage: writes the dump when dropped.
@@ -136,7 +161,9 @@ pub fn start(p: &PrecisionPlan, rank: u32, step: u64, call: RoleCall) -> StageDu
         names: HashMap::new(),
         current: 0,
         seen: HashMap::new(),
+        golden: golden::wanted().then(golden::Capture::default),
     };
+    HINT.with(|h| h.borrow_mut().take());
     let fresh = DUMP.with(|c| c.borrow_mut().replace(d).is_none());
     if fresh {
         DUMPING.fetch_add(1, Ordering::Relaxed);
@@ -164,21 +191,86 @@ pub fn api_name(op: &str) -> String {
     }
 }
 
+/// Dump-only arguments of the next traced op: what its PyTorch form takes and the op's own
+/// inputs do not show (the addend fused into a gemm, RMSNorm's epsilon, RoPE's sine table,
+/// the attention mask, ...). Set by the op layer just before the op, only when [`on`].
+pub enum Hint {
+    /// `linear`'s fused addend: its bias (`F.linear(x, w, b)`).
+    Bias(Tensor),
+    /// `linear`'s fused addend: the residual stream (`r + F.linear(x, w)`).
+    Residual(Tensor),
+    /// `rms_norm`'s epsilon.
+    Eps(f64),
+    /// `rope`'s sine table (first half, as the cosine input).
+    Sin(Tensor),
+    /// `attention`'s additive mask `[B, 1, T, Tk]`.
+    Mask(Tensor),
+    /// `embedding`'s token ids as `[B, T]`.
+    Rows(usize, usize),
+    /// `log_softmax_gather`'s temperature.
+    Temp(f32),
+}
+
+thread_local! {
+    static HINT: RefCell<Option<Hint>> = const { RefCell::new(None) };
+}
+
+/// Gives the next traced op its dump-only arguments (`h` runs only when dumping).
+#[inline]
+pub fn hint(h: impl FnOnce() -> Hint) {
+    if on() {
+        HINT.with(|c| *c.borrow_mut() = Some(h()));
+    }
+}
+
+/// Keeps the weights a dumped stage runs with, and its model config, for a PyTorch reference
+/// (only with `RLPROF_PRECISION_GOLDEN` set; see [`golden`]). `f` runs only then.
+pub fn golden_weights(f: impl FnOnce() -> (String, Vec<(String, Tensor)>)) {
+    if !on() {
+        return;
+    }
+    DUMP.with(|c| {
+        if let Some(g) = c.borrow_mut().as_mut().and_then(|d| d.golden.as_mut()) {
+            let (model, weights) = f();
+            g.weights(model, weights);
+        }
+    });
+}
+
+/// Ops whose entries [`expand`] writes as the PyTorch calls they stand for.
+fn expands(op: &str) -> bool {
+    matches!(
+        op,
+        "linear"
+            | "embedding"
+            | "rms_norm"
+            | "rope"
+            | "attention"
+            | "silu_mul"
+            | "index_select"
+            | "log_softmax_gather"
+    )
+}
+
 /// Called by `traced` before a forward op runs (only when [`on`]): the call's id (0 when this
 /// thread is not dumping), also the current call that [`current`] gives the autograd tag.
 pub(crate) fn enter(name: NameId) -> u32 {
     DUMP.with(|c| {
         let mut b = c.borrow_mut();
         let Some(d) = b.as_mut() else { return 0 };
-        let api = d
+        let op = d
             .names
             .entry(name.0)
-            .or_insert_with(|| api_name(resolve(name).as_deref().unwrap_or("op")))
+            .or_insert_with(|| resolve(name).as_deref().unwrap_or("op").to_string())
             .clone();
-        let n = d.counters.entry(api.clone()).or_insert(0);
-        let prefix = format!("{api}.{n}");
-        *n += 1;
-        d.calls.push(prefix);
+        // an expanded op takes its numbers when its entries are written (after the op ran,
+        // which runs no other traced op)
+        let prefix = if expands(&op) {
+            String::new()
+        } else {
+            d.next(&api_name(&op))
+        };
+        d.calls.push(Call { op, prefix });
         let id = d.calls.len() as u32;
         d.current = id;
         id
@@ -193,34 +285,66 @@ pub(crate) fn current() -> u32 {
     DUMP.with(|c| c.borrow().as_ref().map_or(0, |d| d.current))
 }
 
-/// Called by `traced` after forward call `id` ran: its entry.
+/// Called by `traced` after forward call `id` ran: its entries.
 pub(crate) fn forward(id: u32, module: NameId, inputs: &[&Tensor], out: Option<&Tensor>) {
+    let hint = HINT.with(|h| h.borrow_mut().take());
     DUMP.with(|c| {
         let mut b = c.borrow_mut();
         let Some(d) = b.as_mut() else { return };
         d.current = 0;
-        let Some(prefix) = d.calls.get(id as usize - 1).cloned() else {
+        let Some(call) = d.calls.get(id as usize - 1).cloned() else {
             return;
         };
-        let name = format!("{prefix}.forward");
-        if !d.wants(&name, true) {
-            return;
-        }
-        let input = d
-            .mode("input")
-            .then(|| inputs.iter().map(|t| Some(d.stats(t, false))).collect());
-        let output = d
-            .mode("output")
-            .then(|| out.map(|t| Some(d.stats(t, true))).into_iter().collect());
         let module = resolve(module).map_or_else(String::new, |s| s.to_string());
-        d.entries.push(Entry {
-            name,
-            forward: true,
-            input,
-            output,
-        });
-        d.modules.push(module);
+        let records = if call.prefix.is_empty() {
+            if let Some(g) = d.golden.as_mut() {
+                g.capture(&call.op, inputs, out, hint.as_ref());
+            }
+            match out.map(|o| expand(&call.op, inputs, o, hint.as_ref())) {
+                Some(Ok(r)) => r,
+                Some(Err(e)) => {
+                    tracing::warn!("precision_debugger: {} not expanded: {e}", call.op);
+                    vec![Rec::plain(api_name(&call.op), inputs, out)]
+                }
+                None => vec![Rec::plain(api_name(&call.op), inputs, out)],
+            }
+        } else {
+            vec![Rec::plain(String::new(), inputs, out)]
+        };
+        let primary = primary_api(&call.op);
+        let mut backward_prefix = None;
+        for r in records {
+            let prefix = if call.prefix.is_empty() {
+                d.next(&r.api)
+            } else {
+                call.prefix.clone()
+            };
+            if r.api == primary {
+                backward_prefix = Some(prefix.clone());
+            }
+            d.record(&prefix, &module, &r);
+        }
+        if call.prefix.is_empty() {
+            // the backward entry of an expanded op: its primary PyTorch call's, else its own
+            // (`Functional.rms_norm.{n}`)
+            let p = match backward_prefix {
+                Some(p) => p,
+                None => d.next(&api_name(&call.op)),
+            };
+            d.calls[id as usize - 1].prefix = p;
+        }
     });
+}
+
+/// The PyTorch call of an expanded op whose number its backward entry takes ("": none).
+fn primary_api(op: &str) -> &'static str {
+    match op {
+        "linear" => "Functional.linear",
+        "embedding" => "Functional.embedding",
+        "attention" => "Functional.scaled_dot_product_attention",
+        "index_select" => "Torch.index_select",
+        _ => "",
+    }
 }
 
 /// Called by a backward node of forward call `id`: `grad` is the gradient of its output
@@ -229,17 +353,20 @@ pub(crate) fn backward(id: u32, grad: &Tensor, grads: &[Option<&Tensor>]) {
     DUMP.with(|c| {
         let mut b = c.borrow_mut();
         let Some(d) = b.as_mut() else { return };
-        let Some(prefix) = d.calls.get(id as usize - 1).cloned() else {
+        let Some(call) = d.calls.get(id as usize - 1).cloned() else {
             return;
         };
-        let name = format!("{prefix}.backward");
+        let name = format!("{}.backward", call.prefix);
         if !d.wants(&name, false) {
             return;
         }
-        let input = d.mode("input").then(|| vec![Some(d.stats(grad, false))]);
-        let output = d
-            .mode("output")
-            .then(|| grads.iter().map(|g| g.map(|t| d.stats(t, true))).collect());
+        let input = d.mode("input").then(|| vec![Arg::T(d.stats(grad, false))]);
+        let output = d.mode("output").then(|| {
+            grads
+                .iter()
+                .map(|g| g.map_or(Arg::Null, |t| Arg::T(d.stats(t, true))))
+                .collect()
+        });
         d.entries.push(Entry {
             name,
             forward: false,
@@ -248,6 +375,220 @@ pub(crate) fn backward(id: u32, grad: &Tensor, grads: &[Option<&Tensor>]) {
         });
         d.modules.push(String::new());
     });
+}
+
+/// One argument of a [`Rec`].
+enum RecArg {
+    T(Tensor),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+/// One PyTorch call a dump entry is written for: its API, its positional arguments and its
+/// output. `api` empty: the call's own prefix.
+struct Rec {
+    api: String,
+    args: Vec<RecArg>,
+    out: Option<Tensor>,
+}
+
+impl Rec {
+    fn plain(api: String, inputs: &[&Tensor], out: Option<&Tensor>) -> Rec {
+        Rec {
+            api,
+            args: inputs.iter().map(|t| RecArg::T((*t).clone())).collect(),
+            out: out.cloned(),
+        }
+    }
+
+    fn new(api: &str, args: Vec<RecArg>, out: Tensor) -> Rec {
+        Rec {
+            api: api.into(),
+            args,
+            out: Some(out),
+        }
+    }
+}
+
+/// An index tensor as the int64 PyTorch's index APIs take (ours are u32), in shape `dims`.
+fn as_index(t: &Tensor, dims: &[usize]) -> candle_core::Result<Tensor> {
+    t.to_dtype(DType::I64)?.reshape(dims)
+}
+
+/// The PyTorch calls a fused op of ours stands for, with the intermediate tensors PyTorch would
+/// produce, computed here (only while dumping) from the op's inputs; the last call's output is
+/// the op's own output. The mapping (docs/precision-debugger.md):
+///
+/// - `linear` -> `Functional.linear(x, w[, b])`, plus `Tensor.__add__(r, y)` for a fused
+///   residual;
+/// - `embedding` -> `Functional.embedding(ids, w)`;
+/// - `rms_norm` -> `Tensor.pow(x, 2)`, `Tensor.mean(., -1, True)`, `Tensor.__add__(., eps)`,
+///   `Torch.rsqrt`, `Tensor.__mul__(x, .)`, `Tensor.__mul__(w, .)` (Hugging Face's RMSNorm);
+/// - `rope` -> `Tensor.__mul__(x, cos)`, `Tensor.__mul__(rotate_half(x), sin)`,
+///   `Tensor.__add__` (rotate_half's `torch.cat` is not recorded by msprobe 26.2 on CPU);
+/// - `attention` -> `Functional.scaled_dot_product_attention(q, k, v, mask)` on `[B, H, T, D]`;
+/// - `silu_mul` -> `Functional.silu(g)`, `Tensor.__mul__(., u)`;
+/// - `index_select` -> `Torch.index_select(x, 0, idx)`;
+/// - `log_softmax_gather` -> [`Tensor.__truediv__(logits, temperature)`],
+///   `Functional.log_softmax(., -1)`, `Torch.gather(., -1, targets[..., None])`.
+fn expand(
+    op: &str,
+    inputs: &[&Tensor],
+    out: &Tensor,
+    hint: Option<&Hint>,
+) -> candle_core::Result<Vec<Rec>> {
+    use RecArg::{Bool, Float, Int, T};
+    let arg = |i: usize| -> candle_core::Result<Tensor> {
+        inputs
+            .get(i)
+            .map(|t| (*t).clone())
+            .ok_or_else(|| candle_core::Error::Msg(format!("{op}: input {i} missing")))
+    };
+    let o = out.clone();
+    Ok(match op {
+        "linear" => {
+            let (x, w) = (arg(0)?, arg(1)?);
+            match hint {
+                Some(Hint::Bias(b)) => {
+                    vec![Rec::new("Functional.linear", vec![T(x), T(w), T(b.clone())], o)]
+                }
+                Some(Hint::Residual(r)) => {
+                    let y = x.broadcast_matmul(&w.t()?)?;
+                    vec![
+                        Rec::new("Functional.linear", vec![T(x), T(w)], y.clone()),
+                        Rec::new("Tensor.__add__", vec![T(r.clone()), T(y)], o),
+                    ]
+                }
+                _ => vec![Rec::new("Functional.linear", vec![T(x), T(w)], o)],
+            }
+        }
+        "embedding" => {
+            let (w, ids) = (arg(0)?, arg(1)?);
+            let (b, t) = match hint {
+                Some(Hint::Rows(b, t)) => (*b, *t),
+                _ => (1, ids.elem_count()),
+            };
+            let h = w.dim(1)?;
+            vec![Rec::new(
+                "Functional.embedding",
+                vec![T(as_index(&ids, &[b, t])?), T(w)],
+                o.reshape((b, t, h))?,
+            )]
+        }
+        "rms_norm" => {
+            let (x, w) = (arg(0)?, arg(1)?);
+            let eps = match hint {
+                Some(Hint::Eps(e)) => *e,
+                _ => candle_core::bail!("rms_norm: no epsilon"),
+            };
+            let sq = x.sqr()?;
+            let ms = sq.mean_keepdim(candle_core::D::Minus1)?;
+            let ad = ms.affine(1.0, eps)?;
+            let rs = ad.sqrt()?.recip()?;
+            let xn = x.broadcast_mul(&rs)?;
+            vec![
+                Rec::new("Tensor.pow", vec![T(x.clone()), Int(2)], sq.clone()),
+                Rec::new("Tensor.mean", vec![T(sq), Int(-1), Bool(true)], ms.clone()),
+                Rec::new("Tensor.__add__", vec![T(ms), Float(eps)], ad.clone()),
+                Rec::new("Torch.rsqrt", vec![T(ad)], rs.clone()),
+                Rec::new("Tensor.__mul__", vec![T(x), T(rs)], xn.clone()),
+                Rec::new("Tensor.__mul__", vec![T(w), T(xn)], o),
+            ]
+        }
+        "rope" => {
+            let (x, c) = (arg(0)?, arg(1)?);
+            let s = match hint {
+                Some(Hint::Sin(s)) => s.clone(),
+                _ => candle_core::bail!("rope: no sine table"),
+            };
+            let (cos, sin) = (full_table(&c)?, full_table(&s)?);
+            let d = x.dim(candle_core::D::Minus1)?;
+            let x1 = x.narrow(candle_core::D::Minus1, 0, d / 2)?;
+            let x2 = x.narrow(candle_core::D::Minus1, d / 2, d / 2)?;
+            let rot = Tensor::cat(&[&x2.neg()?, &x1], candle_core::D::Minus1)?;
+            let a = x.broadcast_mul(&cos)?;
+            let b = rot.broadcast_mul(&sin)?;
+            vec![
+                Rec::new("Tensor.__mul__", vec![T(x), T(cos)], a.clone()),
+                Rec::new("Tensor.__mul__", vec![T(rot), T(sin)], b.clone()),
+                Rec::new("Tensor.__add__", vec![T(a), T(b)], o),
+            ]
+        }
+        "attention" => {
+            let heads_first = |t: Tensor| t.transpose(1, 2);
+            let (q, k, v) = (
+                heads_first(arg(0)?)?,
+                heads_first(arg(1)?)?,
+                heads_first(arg(2)?)?,
+            );
+            let mut args = vec![T(q), T(k), T(v)];
+            if let Some(Hint::Mask(m)) = hint {
+                args.push(T(m.clone()));
+            }
+            vec![Rec::new(
+                "Functional.scaled_dot_product_attention",
+                args,
+                heads_first(o)?,
+            )]
+        }
+        "silu_mul" => {
+            let (g, u) = (arg(0)?, arg(1)?);
+            let a = candle_nn::ops::silu(&g)?;
+            vec![
+                Rec::new("Functional.silu", vec![T(g)], a.clone()),
+                Rec::new("Tensor.__mul__", vec![T(a), T(u)], o),
+            ]
+        }
+        "index_select" => {
+            let (x, idx) = (arg(0)?, arg(1)?);
+            let n = idx.elem_count();
+            vec![Rec::new(
+                "Torch.index_select",
+                vec![T(x), Int(0), T(as_index(&idx, &[n])?)],
+                o,
+            )]
+        }
+        "log_softmax_gather" => {
+            let (logits, targets) = (arg(0)?, arg(1)?);
+            let mut recs = Vec::new();
+            let mut l = logits;
+            if let Some(Hint::Temp(t)) = hint
+                && (*t - 1.0).abs() > f32::EPSILON
+            {
+                let scaled = l.affine(1.0 / f64::from(*t), 0.0)?;
+                recs.push(Rec::new(
+                    "Tensor.__truediv__",
+                    vec![T(l), Float(f64::from(*t))],
+                    scaled.clone(),
+                ));
+                l = scaled;
+            }
+            let lsm = candle_nn::ops::log_softmax(&l, candle_core::D::Minus1)?;
+            let mut dims = targets.dims().to_vec();
+            dims.push(1);
+            recs.push(Rec::new(
+                "Functional.log_softmax",
+                vec![T(l), Int(-1)],
+                lsm.clone(),
+            ));
+            recs.push(Rec::new(
+                "Torch.gather",
+                vec![T(lsm), Int(-1), T(as_index(&targets, &dims)?)],
+                o.reshape(dims)?,
+            ));
+            recs
+        }
+        other => candle_core::bail!("no expansion for {other}"),
+    })
+}
+
+/// A fused RoPE table's first half `[B, T, D/2]` as the full `[B, T, 1, D]` table PyTorch's
+/// rotate-half form multiplies by (both halves hold the same frequencies).
+fn full_table(half: &Tensor) -> candle_core::Result<Tensor> {
+    let full = Tensor::cat(&[half, half], candle_core::D::Minus1)?;
+    let (b, t, d) = full.dims3()?;
+    full.reshape((b, t, 1, d))
 }
 
 /// The gradients a backward node returns, as a list (one per input of the forward op).
@@ -275,6 +616,46 @@ impl Grads for (Option<Tensor>, Option<Tensor>, Option<Tensor>) {
 }
 
 impl Dump {
+    /// The next `{api}.{n}` prefix (msprobe's per-API call counter).
+    fn next(&mut self, api: &str) -> String {
+        let n = self.counters.entry(api.to_string()).or_insert(0);
+        let prefix = format!("{api}.{n}");
+        *n += 1;
+        prefix
+    }
+
+    /// The forward entry `{prefix}.forward` of call `r`, when the configuration wants it.
+    fn record(&mut self, prefix: &str, module: &str, r: &Rec) {
+        let name = format!("{prefix}.forward");
+        if !self.wants(&name, true) {
+            return;
+        }
+        let input = self.mode("input").then(|| {
+            r.args
+                .iter()
+                .map(|a| match a {
+                    RecArg::T(t) => Arg::T(self.stats(t, false)),
+                    RecArg::Int(i) => Arg::Int(*i),
+                    RecArg::Float(x) => Arg::Float(*x),
+                    RecArg::Bool(b) => Arg::Bool(*b),
+                })
+                .collect()
+        });
+        let output = self.mode("output").then(|| {
+            r.out
+                .iter()
+                .map(|t| Arg::T(self.stats(t, true)))
+                .collect()
+        });
+        self.entries.push(Entry {
+            name,
+            forward: true,
+            input,
+            output,
+        });
+        self.modules.push(module.to_string());
+    }
+
     /// [`stats`] of `t`, reusing those of an op output seen before; `created` when an op of
     /// this dump created `t` (its statistics are kept for the ops that read it).
     fn stats(&mut self, t: &Tensor, created: bool) -> Stats {
@@ -293,6 +674,7 @@ impl Dump {
             shape: t.dims().to_vec(),
             s,
             requires_grad: t.track_op(),
+            int: !t.dtype().is_float(),
         }
     }
 
@@ -368,7 +750,11 @@ impl Dump {
         };
         write("dump.json", &dump)?;
         write("stack.json", &stack)?;
-        write("construct.json", "{}")
+        write("construct.json", "{}")?;
+        match &self.golden {
+            Some(g) => g.write(&self.dir),
+            None => Ok(()),
+        }
     }
 }
 
@@ -381,7 +767,7 @@ fn quote(s: &str) -> String {
 fn write_entry(out: &mut String, e: &Entry) {
     let _ = write!(out, "  {}: {{", quote(&e.name));
     let mut first = true;
-    let mut side = |out: &mut String, key: &str, v: &Option<Vec<Option<Stats>>>| {
+    let mut side = |out: &mut String, key: &str, v: &Option<Vec<Arg>>| {
         let Some(list) = v else { return };
         out.push_str(if first { "\n" } else { ",\n" });
         first = false;
@@ -389,8 +775,22 @@ fn write_entry(out: &mut String, e: &Entry) {
         for (i, t) in list.iter().enumerate() {
             out.push_str(if i == 0 { "\n" } else { ",\n" });
             match t {
-                None => out.push_str("    null"),
-                Some(t) => write_stats(out, t),
+                Arg::Null => out.push_str("    null"),
+                Arg::T(t) => write_stats(out, t),
+                Arg::Int(i) => {
+                    let _ = write!(out, "    {{\n     \"type\": \"int\",\n     \"value\": {i}\n    }}");
+                }
+                Arg::Float(x) => {
+                    let _ = write!(
+                        out,
+                        "    {{\n     \"type\": \"float\",\n     \"value\": {}\n    }}",
+                        py_float(*x)
+                    );
+                }
+                Arg::Bool(b) => {
+                    let v = if *b { "true" } else { "false" };
+                    let _ = write!(out, "    {{\n     \"type\": \"bool\",\n     \"value\": {v}\n    }}");
+                }
             }
         }
         out.push_str(if list.is_empty() { "]" } else { "\n   ]" });
@@ -423,7 +823,12 @@ fn py_float(x: f64) -> String {
 }
 
 fn write_stats(out: &mut String, t: &Stats) {
-    let num = |i: usize| t.s.map_or_else(|| "null".to_string(), |s| py_float(s[i]));
+    // msprobe writes an integer tensor's Mean and Norm as null
+    let num = |i: usize| match t.s {
+        Some(s) if t.int && i < 2 && s[i].is_finite() => format!("{}", s[i] as i64),
+        Some(s) if !(t.int && i >= 2) => py_float(s[i]),
+        _ => "null".to_string(),
+    };
     let shape: Vec<String> = t.shape.iter().map(|d| format!("\n      {d}")).collect();
     let shape = if shape.is_empty() {
         "[]".to_string()
@@ -568,6 +973,7 @@ fn stats(t: &Tensor) -> Stats {
         shape: t.dims().to_vec(),
         s: summary(t),
         requires_grad: t.track_op(),
+        int: !t.dtype().is_float(),
     }
 }
 
@@ -596,8 +1002,8 @@ mod tests {
         let e = |name: &str, forward: bool| Entry {
             name: name.into(),
             forward,
-            input: Some(vec![Some(stats(&t))]),
-            output: Some(vec![Some(stats(&t)), None]),
+            input: Some(vec![Arg::T(stats(&t)), Arg::Int(-1)]),
+            output: Some(vec![Arg::T(stats(&t)), Arg::Null]),
         };
         let d = Dump {
             dir: dir.path().to_path_buf(),
@@ -623,6 +1029,7 @@ mod tests {
             names: HashMap::new(),
             current: 0,
             seen: HashMap::new(),
+            golden: None,
         };
         d.write().map_err(candle_core::Error::wrap)?;
         let text = std::fs::read_to_string(dir.path().join("dump.json"))
@@ -635,6 +1042,11 @@ mod tests {
         assert_eq!(
             v["data"]["Functional.linear.0.backward"]["output"][1],
             serde_json::Value::Null
+        );
+        // a Python scalar argument, as msprobe writes one
+        assert_eq!(
+            v["data"]["Tensor.__mul__.0.forward"]["input_args"][1],
+            serde_json::json!({"type": "int", "value": -1})
         );
         // call order, and msprobe's key order within a tensor
         assert!(text.find("Tensor.__mul__").unwrap() < text.find("Functional.linear").unwrap());
