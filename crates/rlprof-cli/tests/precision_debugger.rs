@@ -384,16 +384,21 @@ fn row_names(dump: &Value) -> BTreeSet<String> {
     out
 }
 
-/// APIs whose statistics may differ from PyTorch's by more than [`TIGHT`] (relative), and why;
-/// every other row must agree within it. msprobe's own threshold (its `Warning`) is a relative
-/// difference above 0.5, which no row may reach.
-///
-/// - the attention output and the tensors computed from it agree to ~1e-6: our kernel sums
-///   in another order than PyTorch's CPU SDPA (online softmax over key blocks);
-/// - a Mean of a tensor centred on zero (RoPE's rotate-half products, the residual stream of
-///   a small random model) is a difference of large sums: a ~1e-7 absolute difference is a
-///   large relative one. Those rows are only checked against msprobe's threshold.
+/// Every statistic must agree with PyTorch's within this relative difference, except the
+/// documented [`exception`]s. msprobe's own threshold (its `Warning`) is a relative difference
+/// above 0.5, which no row may reach.
 const TIGHT: f64 = 1e-3;
+
+/// The one documented exception to [`TIGHT`]: the Min of RMSNorm's squares (`Tensor.pow`'s
+/// output, `Tensor.mean`'s input) is the square of the residual-stream element nearest zero, a
+/// near-cancelling `r + y` whose last bits depend on the gemm's summation order (ours against
+/// PyTorch's CPU BLAS): a large relative difference of a value that is tiny against the tensor.
+/// Allowed when its absolute difference is below 1e-6 of the tensor's largest magnitude.
+fn exception(name: &str, stat: &str, abs_diff: f64, magnitude: f64) -> bool {
+    let squares = (name.starts_with("Tensor.pow.") && name.ends_with(".forward.output.0"))
+        || (name.starts_with("Tensor.mean.") && name.ends_with(".forward.input.0"));
+    squares && stat == "Min" && abs_diff <= 1e-6 * magnitude
+}
 
 /// Trains 2 ranks with the precision debugger on `ref_compute_log_prob`, at the shapes of
 /// configs/bench_torch_peer.yaml (d_model 128, 4 heads, 2 layers, SwiGLU 344, untied head);
@@ -560,7 +565,15 @@ fn msprobe_compare_matches_our_dump_against_a_pytorch_reference_golden_dump() {
             let x = if v.ends_with('%') { x / 100.0 } else { x };
             worst.push((x, name.clone(), c));
             if x > TIGHT {
-                loose.push(format!("{name} {c}: {x:.2e}"));
+                let num = |h: &str| cells[col(h)].parse::<f64>().unwrap_or(f64::NAN);
+                let lower = if c == "Norm" { "l2norm".into() } else { c.to_lowercase() };
+                let diff = num(&format!("{}{} diff", &lower[..1].to_uppercase(), &lower[1..]));
+                let magnitude = num("NPU max").abs().max(num("NPU min").abs());
+                let row = format!("{name} {c}: {x:.2e} (absolute {diff:.2e}, tensor magnitude {magnitude:.2e})");
+                eprintln!("beyond {TIGHT}: {row}");
+                if !exception(name, c, diff.abs(), magnitude) {
+                    loose.push(row);
+                }
             }
         }
     }
@@ -569,12 +582,14 @@ fn msprobe_compare_matches_our_dump_against_a_pytorch_reference_golden_dump() {
     eprintln!(
         "msprobe compare, ours vs PyTorch reference: {rows} rows matched ({} APIs); largest relative differences: {:?}",
         ours["data"].as_object().unwrap().len(),
-        &worst[..worst.len().min(8)]
+        &worst[..worst.len().min(4)]
     );
-    // the documented exceptions only (see TIGHT): means of zero-centred tensors
-    let unexplained: Vec<&String> = loose
-        .iter()
-        .filter(|l| !l.contains(" Mean: "))
-        .collect();
-    assert!(unexplained.is_empty(), "beyond {TIGHT}: {unexplained:?}");
+    for stat in ["Max", "Min", "Mean", "Norm"] {
+        let w = worst.iter().find(|(_, n, c)| {
+            *c == stat && !(stat == "Min" && (n.starts_with("Tensor.pow.") || n.starts_with("Tensor.mean.")))
+        });
+        eprintln!("largest {stat} relative difference (RMSNorm's squares aside): {w:?}");
+    }
+    // the documented exception only
+    assert!(loose.is_empty(), "beyond {TIGHT}: {loose:?}");
 }
