@@ -70,10 +70,10 @@ impl Attention {
             AttnMask::Host(hm, mask) => {
                 precision::hint(|| Hint::Mask((*mask).clone()));
                 traced_op!(
-                "attention",
-                m,
-                [&q, &k, &v],
-                flops,
+                    "attention",
+                    m,
+                    [&q, &k, &v],
+                    flops,
                     kernels::attention(&q, &k, &v, hm, scale as f32)
                 )?
             }

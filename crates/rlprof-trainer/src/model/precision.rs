@@ -451,7 +451,11 @@ fn expand(
             let (x, w) = (arg(0)?, arg(1)?);
             match hint {
                 Some(Hint::Bias(b)) => {
-                    vec![Rec::new("Functional.linear", vec![T(x), T(w), T(b.clone())], o)]
+                    vec![Rec::new(
+                        "Functional.linear",
+                        vec![T(x), T(w), T(b.clone())],
+                        o,
+                    )]
                 }
                 Some(Hint::Residual(r)) => {
                     let y = x.broadcast_matmul(&w.t()?)?;
@@ -641,12 +645,9 @@ impl Dump {
                 })
                 .collect()
         });
-        let output = self.mode("output").then(|| {
-            r.out
-                .iter()
-                .map(|t| Arg::T(self.stats(t, true)))
-                .collect()
-        });
+        let output = self
+            .mode("output")
+            .then(|| r.out.iter().map(|t| Arg::T(self.stats(t, true))).collect());
         self.entries.push(Entry {
             name,
             forward: true,
@@ -778,7 +779,10 @@ fn write_entry(out: &mut String, e: &Entry) {
                 Arg::Null => out.push_str("    null"),
                 Arg::T(t) => write_stats(out, t),
                 Arg::Int(i) => {
-                    let _ = write!(out, "    {{\n     \"type\": \"int\",\n     \"value\": {i}\n    }}");
+                    let _ = write!(
+                        out,
+                        "    {{\n     \"type\": \"int\",\n     \"value\": {i}\n    }}"
+                    );
                 }
                 Arg::Float(x) => {
                     let _ = write!(
@@ -789,7 +793,10 @@ fn write_entry(out: &mut String, e: &Entry) {
                 }
                 Arg::Bool(b) => {
                     let v = if *b { "true" } else { "false" };
-                    let _ = write!(out, "    {{\n     \"type\": \"bool\",\n     \"value\": {v}\n    }}");
+                    let _ = write!(
+                        out,
+                        "    {{\n     \"type\": \"bool\",\n     \"value\": {v}\n    }}"
+                    );
                 }
             }
         }
