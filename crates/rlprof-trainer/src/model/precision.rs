@@ -9,7 +9,11 @@
 //! (`Functional.linear.0.forward`, `Tensor.__add__.3.backward`; see [`api_name`]), with the
 //! statistics msprobe's `statistics` task writes for each input and output tensor (dtype, shape,
 //! Max, Min, Mean, Norm, requires_grad). The statistics are computed here, inside the op layer,
-//! on the tensors the op read and wrote.
+//! on the tensors the op read and wrote. A fused kernel of ours is written as the PyTorch calls
+//! it stands for ([`expand`]), with the intermediate tensors PyTorch would materialise computed
+//! here (only while dumping), so that `msprobe compare` pairs our dump row by row with msprobe's
+//! dump of a PyTorch model of the same architecture (`scripts/torch_reference_model.py`, which
+//! reruns a stage from the inputs [`golden`] captures).
 //!
 //! Cost when no stage dumps: [`on`] is one relaxed atomic load, and the op layer branches on it.
 
@@ -174,8 +178,8 @@ pub fn start(p: &PrecisionPlan, rank: u32, step: u64, call: RoleCall) -> StageDu
 }
 
 /// msprobe's name of the PyTorch API an op of ours stands for. Ops that are one PyTorch API
-/// take its name; fused ops of ours with no single PyTorch API (`silu_mul`, `rope`,
-/// `attention`, `entropy`, ...) are `Functional.<op>`.
+/// take its name; fused ops of ours are `Functional.<op>` (the name of their backward entry;
+/// their forward entries are the PyTorch calls [`expand`] writes, where it has a mapping).
 pub fn api_name(op: &str) -> String {
     match op {
         "linear" | "embedding" | "softmax" | "log_softmax" | "rms_norm" => {
@@ -380,6 +384,12 @@ pub(crate) fn backward(id: u32, grad: &Tensor, grads: &[Option<&Tensor>]) {
 /// One argument of a [`Rec`].
 enum RecArg {
     T(Tensor),
+    /// A tensor written with another shape: a permutation of its dimensions, whose statistics
+    /// are those of the tensor itself (read in place, not copied).
+    Shaped(Tensor, Vec<usize>),
+    /// An f32 intermediate PyTorch would materialise, whose statistics were computed in one
+    /// pass over the op's inputs without materialising it: shape, statistics, requires_grad.
+    Computed(Vec<usize>, Option<[f64; 4]>, bool),
     Int(i64),
     Float(f64),
     Bool(bool),
@@ -390,7 +400,7 @@ enum RecArg {
 struct Rec {
     api: String,
     args: Vec<RecArg>,
-    out: Option<Tensor>,
+    out: Option<RecArg>,
 }
 
 impl Rec {
@@ -398,17 +408,41 @@ impl Rec {
         Rec {
             api,
             args: inputs.iter().map(|t| RecArg::T((*t).clone())).collect(),
-            out: out.cloned(),
+            out: out.map(|t| RecArg::T(t.clone())),
         }
     }
 
-    fn new(api: &str, args: Vec<RecArg>, out: Tensor) -> Rec {
+    fn new(api: &str, args: Vec<RecArg>, out: impl Into<RecArg>) -> Rec {
         Rec {
             api: api.into(),
             args,
-            out: Some(out),
+            out: Some(out.into()),
         }
     }
+}
+
+impl From<Tensor> for RecArg {
+    fn from(t: Tensor) -> RecArg {
+        RecArg::T(t)
+    }
+}
+
+/// Runs `f` on the contiguous f32 elements of `t` (copied only when `t` is strided or not on
+/// the CPU).
+fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R> {
+    {
+        let (s, l) = t.storage_and_layout();
+        if let (Storage::Cpu(CpuStorage::F32(v)), Some((a, b))) = (&*s, l.contiguous_offsets()) {
+            return Ok(f(&v[a..b]));
+        }
+    }
+    let v = t.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+    Ok(f(&v))
+}
+
+/// A [`RecArg::Computed`] of `acc` in shape `dims`.
+fn computed(dims: &[usize], acc: &Acc, grad: bool) -> RecArg {
+    RecArg::Computed(dims.to_vec(), acc.finish(), grad)
 }
 
 /// An index tensor as the int64 PyTorch's index APIs take (ours are u32), in shape `dims`.
@@ -446,6 +480,7 @@ fn expand(
             .ok_or_else(|| candle_core::Error::Msg(format!("{op}: input {i} missing")))
     };
     let o = out.clone();
+    let grad = out.track_op();
     Ok(match op {
         "linear" => {
             let (x, w) = (arg(0)?, arg(1)?);
@@ -458,10 +493,21 @@ fn expand(
                     )]
                 }
                 Some(Hint::Residual(r)) => {
-                    let y = x.broadcast_matmul(&w.t()?)?;
+                    // y = out - residual: the gemm added the residual in its accumulator
+                    // (recomputing y would double the gemm's cost while dumping)
+                    let mut acc = Acc::default();
+                    with_f32(&o, |ov| {
+                        with_f32(r, |rv| {
+                            ov.iter()
+                                .zip(rv)
+                                .for_each(|(a, b)| acc.add(f64::from(a - b)))
+                        })
+                    })??;
+                    let y = computed(o.dims(), &acc, grad);
+                    let y2 = computed(o.dims(), &acc, grad);
                     vec![
-                        Rec::new("Functional.linear", vec![T(x), T(w)], y.clone()),
-                        Rec::new("Tensor.__add__", vec![T(r.clone()), T(y)], o),
+                        Rec::new("Functional.linear", vec![T(x), T(w)], y),
+                        Rec::new("Tensor.__add__", vec![T(r.clone()), y2], o),
                     ]
                 }
                 _ => vec![Rec::new("Functional.linear", vec![T(x), T(w)], o)],
@@ -486,18 +532,60 @@ fn expand(
                 Some(Hint::Eps(e)) => *e,
                 _ => candle_core::bail!("rms_norm: no epsilon"),
             };
-            let sq = x.sqr()?;
-            let ms = sq.mean_keepdim(candle_core::D::Minus1)?;
-            let ad = ms.affine(1.0, eps)?;
-            let rs = ad.sqrt()?.recip()?;
-            let xn = x.broadcast_mul(&rs)?;
+            // one pass per row: x^2, its mean, + eps, rsqrt, x * rsqrt
+            let h = x.dim(candle_core::D::Minus1)?;
+            let (mut sq, mut ms, mut ad, mut rs, mut xn) = Default::default();
+            let (sq_a, ms_a, ad_a, rs_a, xn_a): (&mut Acc, &mut Acc, &mut Acc, &mut Acc, &mut Acc) =
+                (&mut sq, &mut ms, &mut ad, &mut rs, &mut xn);
+            with_f32(&x, |xv| {
+                for row in xv.chunks_exact(h.max(1)) {
+                    let mut sum = 0f64;
+                    for &v in row {
+                        let s = v * v;
+                        sq_a.add(f64::from(s));
+                        sum += f64::from(s);
+                    }
+                    let m = (sum / h as f64) as f32;
+                    let e = m + eps as f32;
+                    let r = 1.0 / e.sqrt();
+                    ms_a.add(f64::from(m));
+                    ad_a.add(f64::from(e));
+                    rs_a.add(f64::from(r));
+                    row.iter().for_each(|&v| xn_a.add(f64::from(v * r)));
+                }
+            })?;
+            let full = x.dims().to_vec();
+            let mut one = full.clone();
+            if let Some(l) = one.last_mut() {
+                *l = 1;
+            }
             vec![
-                Rec::new("Tensor.pow", vec![T(x.clone()), Int(2)], sq.clone()),
-                Rec::new("Tensor.mean", vec![T(sq), Int(-1), Bool(true)], ms.clone()),
-                Rec::new("Tensor.__add__", vec![T(ms), Float(eps)], ad.clone()),
-                Rec::new("Torch.rsqrt", vec![T(ad)], rs.clone()),
-                Rec::new("Tensor.__mul__", vec![T(x), T(rs)], xn.clone()),
-                Rec::new("Tensor.__mul__", vec![T(w), T(xn)], o),
+                Rec::new(
+                    "Tensor.pow",
+                    vec![T(x.clone()), Int(2)],
+                    computed(&full, &sq, grad),
+                ),
+                Rec::new(
+                    "Tensor.mean",
+                    vec![computed(&full, &sq, grad), Int(-1), Bool(true)],
+                    computed(&one, &ms, grad),
+                ),
+                Rec::new(
+                    "Tensor.__add__",
+                    vec![computed(&one, &ms, grad), Float(eps)],
+                    computed(&one, &ad, grad),
+                ),
+                Rec::new(
+                    "Torch.rsqrt",
+                    vec![computed(&one, &ad, grad)],
+                    computed(&one, &rs, grad),
+                ),
+                Rec::new(
+                    "Tensor.__mul__",
+                    vec![T(x), computed(&one, &rs, grad)],
+                    computed(&full, &xn, grad),
+                ),
+                Rec::new("Tensor.__mul__", vec![T(w), computed(&full, &xn, grad)], o),
             ]
         }
         "rope" => {
@@ -506,42 +594,101 @@ fn expand(
                 Some(Hint::Sin(s)) => s.clone(),
                 _ => candle_core::bail!("rope: no sine table"),
             };
-            let (cos, sin) = (full_table(&c)?, full_table(&s)?);
-            let d = x.dim(candle_core::D::Minus1)?;
-            let x1 = x.narrow(candle_core::D::Minus1, 0, d / 2)?;
-            let x2 = x.narrow(candle_core::D::Minus1, d / 2, d / 2)?;
-            let rot = Tensor::cat(&[&x2.neg()?, &x1], candle_core::D::Minus1)?;
-            let a = x.broadcast_mul(&cos)?;
-            let b = rot.broadcast_mul(&sin)?;
+            // x `[B, T, H, D]`, tables `[B, T, D/2]`: x * cos, rotate_half(x), rotate_half(x) * sin
+            // in one pass; the full tables `[B, T, 1, D]` hold each half twice
+            let (b, _, h, d) = x.dims4()?;
+            let half = d / 2;
+            let (mut xa, mut rot, mut xb) = (Acc::default(), Acc::default(), Acc::default());
+            with_f32(&x, |xv| {
+                with_f32(&c, |cv| {
+                    with_f32(&s, |sv| {
+                        for (i, head) in xv.chunks_exact(d.max(1)).enumerate() {
+                            let bt = i / h.max(1);
+                            let (cr, sr) = (&cv[bt * half..][..half], &sv[bt * half..][..half]);
+                            for j in 0..d {
+                                let (k, r) = if j < half {
+                                    (j, -head[j + half])
+                                } else {
+                                    (j - half, head[j - half])
+                                };
+                                xa.add(f64::from(head[j] * cr[k]));
+                                rot.add(f64::from(r));
+                                xb.add(f64::from(r * sr[k]));
+                            }
+                        }
+                    })
+                })
+            })???;
+            let table = |t: &Tensor| -> candle_core::Result<RecArg> {
+                // the doubled table: the same Max, Min and Mean, the Norm times sqrt(2)
+                let st = summary(t).map(|[mx, mn, mean, norm]| {
+                    [
+                        mx,
+                        mn,
+                        mean,
+                        f64::from((norm * std::f64::consts::SQRT_2) as f32),
+                    ]
+                });
+                Ok(RecArg::Computed(vec![b, t.dim(1)?, 1, d], st, false))
+            };
+            let full = x.dims().to_vec();
             vec![
-                Rec::new("Tensor.__mul__", vec![T(x), T(cos)], a.clone()),
-                Rec::new("Tensor.__mul__", vec![T(rot), T(sin)], b.clone()),
-                Rec::new("Tensor.__add__", vec![T(a), T(b)], o),
+                Rec::new(
+                    "Tensor.__mul__",
+                    vec![T(x), table(&c)?],
+                    computed(&full, &xa, grad),
+                ),
+                Rec::new(
+                    "Tensor.__mul__",
+                    vec![computed(&full, &rot, grad), table(&s)?],
+                    computed(&full, &xb, grad),
+                ),
+                Rec::new(
+                    "Tensor.__add__",
+                    vec![computed(&full, &xa, grad), computed(&full, &xb, grad)],
+                    o,
+                ),
             ]
         }
         "attention" => {
-            let heads_first = |t: Tensor| t.transpose(1, 2);
-            let (q, k, v) = (
+            // `[B, T, H, D]` written as SDPA's `[B, H, T, D]`
+            let heads_first = |t: Tensor| -> candle_core::Result<RecArg> {
+                let (b, l, h, d) = t.dims4()?;
+                Ok(RecArg::Shaped(t, vec![b, h, l, d]))
+            };
+            let mut args = vec![
                 heads_first(arg(0)?)?,
                 heads_first(arg(1)?)?,
                 heads_first(arg(2)?)?,
-            );
-            let mut args = vec![T(q), T(k), T(v)];
+            ];
             if let Some(Hint::Mask(m)) = hint {
                 args.push(T(m.clone()));
             }
+            let out = heads_first(o)?;
             vec![Rec::new(
                 "Functional.scaled_dot_product_attention",
                 args,
-                heads_first(o)?,
+                out,
             )]
         }
         "silu_mul" => {
             let (g, u) = (arg(0)?, arg(1)?);
-            let a = candle_nn::ops::silu(&g)?;
+            let mut acc = Acc::default();
+            with_f32(&g, |gv| {
+                gv.iter()
+                    .for_each(|&v| acc.add(f64::from(v / (1.0 + (-v).exp()))))
+            })?;
             vec![
-                Rec::new("Functional.silu", vec![T(g)], a.clone()),
-                Rec::new("Tensor.__mul__", vec![T(a), T(u)], o),
+                Rec::new(
+                    "Functional.silu",
+                    vec![T(g.clone())],
+                    computed(g.dims(), &acc, grad),
+                ),
+                Rec::new(
+                    "Tensor.__mul__",
+                    vec![computed(g.dims(), &acc, grad), T(u)],
+                    o,
+                ),
             ]
         }
         "index_select" => {
@@ -634,20 +781,12 @@ impl Dump {
         if !self.wants(&name, true) {
             return;
         }
-        let input = self.mode("input").then(|| {
-            r.args
-                .iter()
-                .map(|a| match a {
-                    RecArg::T(t) => Arg::T(self.stats(t, false)),
-                    RecArg::Int(i) => Arg::Int(*i),
-                    RecArg::Float(x) => Arg::Float(*x),
-                    RecArg::Bool(b) => Arg::Bool(*b),
-                })
-                .collect()
-        });
+        let input = self
+            .mode("input")
+            .then(|| r.args.iter().map(|a| self.arg(a, false)).collect());
         let output = self
             .mode("output")
-            .then(|| r.out.iter().map(|t| Arg::T(self.stats(t, true))).collect());
+            .then(|| r.out.iter().map(|a| self.arg(a, true)).collect());
         self.entries.push(Entry {
             name,
             forward: true,
@@ -655,6 +794,28 @@ impl Dump {
             output,
         });
         self.modules.push(module.to_string());
+    }
+
+    /// The dump.json form of argument `a` (`created`: an op output, see [`Dump::stats`]).
+    fn arg(&mut self, a: &RecArg, created: bool) -> Arg {
+        match a {
+            RecArg::T(t) => Arg::T(self.stats(t, created)),
+            RecArg::Shaped(t, shape) => {
+                let mut s = self.stats(t, created);
+                s.shape.clone_from(shape);
+                Arg::T(s)
+            }
+            RecArg::Computed(shape, s, grad) => Arg::T(Stats {
+                dtype: "torch.float32",
+                shape: shape.clone(),
+                s: *s,
+                requires_grad: *grad,
+                int: false,
+            }),
+            RecArg::Int(i) => Arg::Int(*i),
+            RecArg::Float(x) => Arg::Float(*x),
+            RecArg::Bool(b) => Arg::Bool(*b),
+        }
     }
 
     /// [`stats`] of `t`, reusing those of an op output seen before; `created` when an op of
@@ -871,6 +1032,10 @@ fn torch_dtype(d: DType) -> &'static str {
 /// Max, Min, Mean and Norm (L2) of a tensor, accumulated in f64 and rounded to the tensor's
 /// f32 as PyTorch's `.item()` of an f32 reduction gives them. None for an empty tensor.
 pub fn summary(t: &Tensor) -> Option<[f64; 4]> {
+    if t.dtype() == DType::F32 && !t.is_contiguous() && t.device().is_cpu() {
+        // a strided f32 view: one copy, then the vectorised pass
+        return summary(&t.contiguous().ok()?);
+    }
     let mut acc = Acc::default();
     let (s, l) = t.storage_and_layout();
     match (&*s, l.contiguous_offsets()) {
@@ -1095,6 +1260,139 @@ mod tests {
         let [max, min, mean, _] = summary(&t).expect("non-empty");
         assert_eq!((max, min), (9.0, -5.0));
         assert!((mean - 20.75 / 11.0).abs() < 1e-6);
+        Ok(())
+    }
+
+    fn names(recs: &[Rec]) -> Vec<&str> {
+        recs.iter().map(|r| r.api.as_str()).collect()
+    }
+
+    fn close(a: &Tensor, b: &Tensor) -> candle_core::Result<()> {
+        let d = a.sub(b)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        assert!(d < 1e-5, "{a} vs {b}");
+        Ok(())
+    }
+
+    fn tensor(a: &RecArg) -> &Tensor {
+        match a {
+            RecArg::T(t) | RecArg::Shaped(t, _) => t,
+            _ => panic!("not a tensor"),
+        }
+    }
+
+    /// The statistics an argument is written with.
+    fn stat(a: &RecArg) -> [f64; 4] {
+        match a {
+            RecArg::T(t) | RecArg::Shaped(t, _) => summary(t).expect("non-empty"),
+            RecArg::Computed(_, s, _) => s.expect("non-empty"),
+            _ => panic!("not a tensor"),
+        }
+    }
+
+    /// `a` holds the statistics of `t`.
+    fn stats_of(a: &RecArg, t: &Tensor) -> candle_core::Result<()> {
+        let (x, y) = (stat(a), summary(t).expect("non-empty"));
+        for (p, q) in x.iter().zip(&y) {
+            assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{x:?} vs {y:?}");
+        }
+        Ok(())
+    }
+
+    fn out(r: &Rec) -> &RecArg {
+        r.out.as_ref().expect("an output")
+    }
+
+    #[test]
+    fn fused_ops_expand_to_the_pytorch_calls_they_stand_for() -> candle_core::Result<()> {
+        let dev = candle_core::Device::Cpu;
+        // silu_mul: F.silu(g) * u
+        let g = Tensor::new(&[[1f32, -2.0, 0.5]], &dev)?;
+        let u = Tensor::new(&[[3f32, 1.0, -1.0]], &dev)?;
+        let o = super::super::kernels::silu_mul(&g, &u)?;
+        let r = expand("silu_mul", &[&g, &u], &o, None)?;
+        assert_eq!(names(&r), ["Functional.silu", "Tensor.__mul__"]);
+        let silu = g.mul(&candle_nn::ops::sigmoid(&g)?)?;
+        stats_of(out(&r[0]), &silu)?;
+        stats_of(&r[1].args[0], &silu)?;
+        close(&silu.mul(&u)?, tensor(out(&r[1])))?;
+        // a gemm with a fused residual: F.linear(x, w), then residual + y
+        let x = Tensor::new(&[[[1f32, 2.0, 3.0], [0.5, -1.0, 2.0]]], &dev)?;
+        let w = Tensor::new(&[[0.1f32, 0.2, 0.3], [-0.5, 0.25, 1.0]], &dev)?;
+        let res = Tensor::new(&[[[10f32, 20.0], [-3.0, 4.0]]], &dev)?;
+        let o = super::super::kernels::linear(&x, &w, Some(&res))?;
+        let r = expand("linear", &[&x, &w], &o, Some(&Hint::Residual(res.clone())))?;
+        assert_eq!(names(&r), ["Functional.linear", "Tensor.__add__"]);
+        stats_of(out(&r[0]), &x.broadcast_matmul(&w.t()?)?)?;
+        assert_eq!(
+            tensor(&r[1].args[0]).id(),
+            res.id(),
+            "the residual comes first"
+        );
+        // RMSNorm: Hugging Face's six calls, the last one's output the kernel's
+        let wn = Tensor::new(&[0.5f32, 1.0, 2.0], &dev)?;
+        let o = candle_nn::ops::rms_norm(&x, &wn, 1e-6)?;
+        let r = expand("rms_norm", &[&x, &wn], &o, Some(&Hint::Eps(1e-6)))?;
+        assert_eq!(
+            names(&r),
+            [
+                "Tensor.pow",
+                "Tensor.mean",
+                "Tensor.__add__",
+                "Torch.rsqrt",
+                "Tensor.__mul__",
+                "Tensor.__mul__"
+            ]
+        );
+        stats_of(out(&r[0]), &x.sqr()?)?;
+        let ms = x.sqr()?.mean_keepdim(2)?;
+        stats_of(out(&r[1]), &ms)?;
+        assert!(matches!(
+            r[1].args[1..],
+            [RecArg::Int(-1), RecArg::Bool(true)]
+        ));
+        let rs = ms.affine(1.0, 1e-6)?.sqrt()?.recip()?;
+        stats_of(out(&r[3]), &rs)?;
+        stats_of(out(&r[4]), &x.broadcast_mul(&rs)?)?;
+        assert_eq!(tensor(out(&r[5])).id(), o.id(), "the kernel's output");
+        // RoPE: x * cos + rotate_half(x) * sin, tables doubled to [B, T, 1, D]
+        let q = Tensor::new(&[[[[1f32, 2.0, 3.0, 4.0]], [[-1.0, 0.5, 2.0, 0.0]]]], &dev)?;
+        let c = Tensor::new(&[[[0.5f32, 1.0], [0.25, -0.5]]], &dev)?;
+        let sn = Tensor::new(&[[[0.1f32, 0.2], [0.3, 0.4]]], &dev)?;
+        let o = super::super::kernels::rope_bthd(&q, &c, &sn)?;
+        let r = expand("rope", &[&q, &c], &o, Some(&Hint::Sin(sn.clone())))?;
+        assert_eq!(
+            names(&r),
+            ["Tensor.__mul__", "Tensor.__mul__", "Tensor.__add__"]
+        );
+        let cos = full_table(&c)?;
+        let sin = full_table(&sn)?;
+        stats_of(&r[0].args[1], &cos)?;
+        let rot = Tensor::cat(&[&q.narrow(3, 2, 2)?.neg()?, &q.narrow(3, 0, 2)?], 3)?;
+        stats_of(out(&r[0]), &q.broadcast_mul(&cos)?)?;
+        stats_of(&r[1].args[0], &rot)?;
+        stats_of(out(&r[1]), &rot.broadcast_mul(&sin)?)?;
+        close(
+            &q.broadcast_mul(&cos)?.add(&rot.broadcast_mul(&sin)?)?,
+            tensor(out(&r[2])),
+        )?;
+        // log-softmax + gather: int64 targets [B, R, 1]
+        let logits = Tensor::new(&[[[1f32, 2.0, 3.0], [0.0, 0.0, 1.0]]], &dev)?;
+        let targets = Tensor::new(&[[2u32, 0]], &dev)?;
+        let o = super::super::kernels::token_logprob(&logits, &targets, 1.0)?;
+        let r = expand(
+            "log_softmax_gather",
+            &[&logits, &targets],
+            &o,
+            Some(&Hint::Temp(1.0)),
+        )?;
+        assert_eq!(names(&r), ["Functional.log_softmax", "Torch.gather"]);
+        let idx = tensor(&r[1].args[2]);
+        assert_eq!((idx.dtype(), idx.dims()), (DType::I64, &[1usize, 2, 1][..]));
+        let lsm = tensor(out(&r[0]));
+        close(
+            &lsm.gather(&idx.to_dtype(DType::U32)?, 2)?,
+            tensor(out(&r[1])),
+        )?;
         Ok(())
     }
 
