@@ -441,8 +441,41 @@ fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R
 }
 
 /// A [`RecArg::Computed`] of `acc` in shape `dims`.
-fn computed(dims: &[usize], acc: &Acc, grad: bool) -> RecArg {
+fn computed(dims: &[usize], acc: &Sink, grad: bool) -> RecArg {
     RecArg::Computed(dims.to_vec(), acc.finish(), grad)
+}
+
+/// Values of a tensor that is not materialised, buffered so that [`Acc::add_f32`]'s
+/// vectorised pass reduces them.
+#[derive(Default)]
+struct Sink {
+    acc: Acc,
+    buf: Vec<f32>,
+}
+
+impl Sink {
+    const CHUNK: usize = 4096;
+
+    #[inline]
+    fn push(&mut self, x: f32) {
+        self.buf.push(x);
+        if self.buf.len() == Self::CHUNK {
+            self.acc.add_f32(&self.buf);
+            self.buf.clear();
+        }
+    }
+
+    fn finish(&self) -> Option<[f64; 4]> {
+        let mut acc = Acc {
+            n: self.acc.n,
+            max: self.acc.max,
+            min: self.acc.min,
+            sum: self.acc.sum,
+            sq: self.acc.sq,
+        };
+        acc.add_f32(&self.buf);
+        acc.finish()
+    }
 }
 
 /// An index tensor as the int64 PyTorch's index APIs take (ours are u32), in shape `dims`.
@@ -495,13 +528,9 @@ fn expand(
                 Some(Hint::Residual(r)) => {
                     // y = out - residual: the gemm added the residual in its accumulator
                     // (recomputing y would double the gemm's cost while dumping)
-                    let mut acc = Acc::default();
+                    let mut acc = Sink::default();
                     with_f32(&o, |ov| {
-                        with_f32(r, |rv| {
-                            ov.iter()
-                                .zip(rv)
-                                .for_each(|(a, b)| acc.add(f64::from(a - b)))
-                        })
+                        with_f32(r, |rv| ov.iter().zip(rv).for_each(|(a, b)| acc.push(a - b)))
                     })??;
                     let y = computed(o.dims(), &acc, grad);
                     let y2 = computed(o.dims(), &acc, grad);
@@ -535,23 +564,28 @@ fn expand(
             // one pass per row: x^2, its mean, + eps, rsqrt, x * rsqrt
             let h = x.dim(candle_core::D::Minus1)?;
             let (mut sq, mut ms, mut ad, mut rs, mut xn) = Default::default();
-            let (sq_a, ms_a, ad_a, rs_a, xn_a): (&mut Acc, &mut Acc, &mut Acc, &mut Acc, &mut Acc) =
-                (&mut sq, &mut ms, &mut ad, &mut rs, &mut xn);
+            let (sq_a, ms_a, ad_a, rs_a, xn_a): (
+                &mut Sink,
+                &mut Sink,
+                &mut Sink,
+                &mut Sink,
+                &mut Sink,
+            ) = (&mut sq, &mut ms, &mut ad, &mut rs, &mut xn);
             with_f32(&x, |xv| {
                 for row in xv.chunks_exact(h.max(1)) {
                     let mut sum = 0f64;
                     for &v in row {
                         let s = v * v;
-                        sq_a.add(f64::from(s));
+                        sq_a.push(s);
                         sum += f64::from(s);
                     }
                     let m = (sum / h as f64) as f32;
                     let e = m + eps as f32;
                     let r = 1.0 / e.sqrt();
-                    ms_a.add(f64::from(m));
-                    ad_a.add(f64::from(e));
-                    rs_a.add(f64::from(r));
-                    row.iter().for_each(|&v| xn_a.add(f64::from(v * r)));
+                    ms_a.push(m);
+                    ad_a.push(e);
+                    rs_a.push(r);
+                    row.iter().for_each(|&v| xn_a.push(v * r));
                 }
             })?;
             let full = x.dims().to_vec();
@@ -598,7 +632,7 @@ fn expand(
             // in one pass; the full tables `[B, T, 1, D]` hold each half twice
             let (b, _, h, d) = x.dims4()?;
             let half = d / 2;
-            let (mut xa, mut rot, mut xb) = (Acc::default(), Acc::default(), Acc::default());
+            let (mut xa, mut rot, mut xb) = (Sink::default(), Sink::default(), Sink::default());
             with_f32(&x, |xv| {
                 with_f32(&c, |cv| {
                     with_f32(&s, |sv| {
@@ -611,9 +645,9 @@ fn expand(
                                 } else {
                                     (j - half, head[j - half])
                                 };
-                                xa.add(f64::from(head[j] * cr[k]));
-                                rot.add(f64::from(r));
-                                xb.add(f64::from(r * sr[k]));
+                                xa.push(head[j] * cr[k]);
+                                rot.push(r);
+                                xb.push(r * sr[k]);
                             }
                         }
                     })
@@ -673,10 +707,9 @@ fn expand(
         }
         "silu_mul" => {
             let (g, u) = (arg(0)?, arg(1)?);
-            let mut acc = Acc::default();
+            let mut acc = Sink::default();
             with_f32(&g, |gv| {
-                gv.iter()
-                    .for_each(|&v| acc.add(f64::from(v / (1.0 + (-v).exp()))))
+                gv.iter().for_each(|&v| acc.push(v / (1.0 + (-v).exp())))
             })?;
             vec![
                 Rec::new(
