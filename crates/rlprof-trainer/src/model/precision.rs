@@ -390,6 +390,12 @@ enum RecArg {
     /// An f32 intermediate PyTorch would materialise, whose statistics were computed in one
     /// pass over the op's inputs without materialising it: shape, statistics, requires_grad.
     Computed(Vec<usize>, Option<[f64; 4]>, bool),
+    /// A tensor no op changes while the dump lives (the attention mask): its statistics are
+    /// kept by tensor id like an op output's.
+    Const(Tensor),
+    /// A fused RoPE table's first half `[B, T, D/2]` written as the full `[B, T, 1, D]` table
+    /// holding each half twice (the same Max, Min and Mean, the Norm times sqrt(2)).
+    Table(Tensor, Vec<usize>),
     Int(i64),
     Float(f64),
     Bool(bool),
@@ -654,16 +660,7 @@ fn expand(
                 })
             })???;
             let table = |t: &Tensor| -> candle_core::Result<RecArg> {
-                // the doubled table: the same Max, Min and Mean, the Norm times sqrt(2)
-                let st = summary(t).map(|[mx, mn, mean, norm]| {
-                    [
-                        mx,
-                        mn,
-                        mean,
-                        f64::from((norm * std::f64::consts::SQRT_2) as f32),
-                    ]
-                });
-                Ok(RecArg::Computed(vec![b, t.dim(1)?, 1, d], st, false))
+                Ok(RecArg::Table(t.clone(), vec![b, t.dim(1)?, 1, d]))
             };
             let full = x.dims().to_vec();
             vec![
@@ -696,7 +693,7 @@ fn expand(
                 heads_first(arg(2)?)?,
             ];
             if let Some(Hint::Mask(m)) = hint {
-                args.push(T(m.clone()));
+                args.push(RecArg::Const(m.clone()));
             }
             let out = heads_first(o)?;
             vec![Rec::new(
@@ -845,6 +842,20 @@ impl Dump {
                 requires_grad: *grad,
                 int: false,
             }),
+            RecArg::Const(t) => Arg::T(self.stats(t, true)),
+            RecArg::Table(t, shape) => {
+                let mut s = self.stats(t, true);
+                s.shape.clone_from(shape);
+                s.s = s.s.map(|[mx, mn, mean, norm]| {
+                    [
+                        mx,
+                        mn,
+                        mean,
+                        f64::from((norm * std::f64::consts::SQRT_2) as f32),
+                    ]
+                });
+                Arg::T(s)
+            }
             RecArg::Int(i) => Arg::Int(*i),
             RecArg::Float(x) => Arg::Float(*x),
             RecArg::Bool(b) => Arg::Bool(*b),
@@ -1318,6 +1329,11 @@ mod tests {
         match a {
             RecArg::T(t) | RecArg::Shaped(t, _) => summary(t).expect("non-empty"),
             RecArg::Computed(_, s, _) => s.expect("non-empty"),
+            RecArg::Const(t) => summary(t).expect("non-empty"),
+            RecArg::Table(t, _) => {
+                let [mx, mn, mean, norm] = summary(t).expect("non-empty");
+                [mx, mn, mean, norm * std::f64::consts::SQRT_2]
+            }
             _ => panic!("not a tensor"),
         }
     }
