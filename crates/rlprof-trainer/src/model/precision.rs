@@ -569,29 +569,22 @@ fn expand(
             };
             // one pass per row: x^2, its mean, + eps, rsqrt, x * rsqrt
             let h = x.dim(candle_core::D::Minus1)?;
-            let (mut sq, mut ms, mut ad, mut rs, mut xn) = Default::default();
-            let (sq_a, ms_a, ad_a, rs_a, xn_a): (
-                &mut Sink,
-                &mut Sink,
-                &mut Sink,
-                &mut Sink,
-                &mut Sink,
-            ) = (&mut sq, &mut ms, &mut ad, &mut rs, &mut xn);
+            let [mut sq, mut ms, mut ad, mut rs, mut xn]: [Sink; 5] = Default::default();
             with_f32(&x, |xv| {
                 for row in xv.chunks_exact(h.max(1)) {
                     let mut sum = 0f64;
                     for &v in row {
                         let s = v * v;
-                        sq_a.push(s);
+                        sq.push(s);
                         sum += f64::from(s);
                     }
                     let m = (sum / h as f64) as f32;
                     let e = m + eps as f32;
                     let r = 1.0 / e.sqrt();
-                    ms_a.push(m);
-                    ad_a.push(e);
-                    rs_a.push(r);
-                    row.iter().for_each(|&v| xn_a.push(v * r));
+                    ms.push(m);
+                    ad.push(e);
+                    rs.push(r);
+                    row.iter().for_each(|&v| xn.push(v * r));
                 }
             })?;
             let full = x.dims().to_vec();
