@@ -49,6 +49,14 @@ impl<C: Communicator> Engine<C> {
             )
         };
         let temp = self.cfg.rollout.temperature;
+        crate::model::precision::golden_weights(|| {
+            let params = match &self.ref_params {
+                Some(p) if reference => p,
+                _ => &self.actor,
+            };
+            let model = serde_json::to_string_pretty(&self.mcfg).unwrap_or_default();
+            (model, params.named_tensors())
+        });
         for chunk in samples.chunks_mut(mb) {
             let _it = iteration(IterKind::MicroBatch);
             let refs: Vec<&Sample> = chunk.iter().collect();

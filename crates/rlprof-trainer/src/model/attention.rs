@@ -5,6 +5,7 @@ use super::ModelConfig;
 use super::cache::LayerCache;
 use super::kernels;
 use super::layers::Linear;
+use super::precision::{self, Hint};
 use crate::traced_op;
 use candle_core::{D, Device, Result, Tensor};
 use rlprof_profiler::NameId;
@@ -42,8 +43,10 @@ impl Attention {
         let rot = |x: &Tensor| {
             let (c, s) = (&rope.cos, &rope.sin);
             if !rope.half {
-                apply_rope(x, c, s, m)
-            } else if kernels::supported(x) {
+                return apply_rope(x, c, s, m);
+            }
+            precision::hint(|| Hint::Sin(s.clone()));
+            if kernels::supported(x) {
                 traced_op!("rope", m, [x, c], 0, kernels::rope_bthd(x, c, s))
             } else {
                 traced_op!(
@@ -64,13 +67,16 @@ impl Attention {
         let flops = 4 * (b * h * t * tk * hd) as u64;
         let scale = 1.0 / (hd as f64).sqrt();
         let out = match mask {
-            AttnMask::Host(hm) => traced_op!(
-                "attention",
-                m,
-                [&q, &k, &v],
-                flops,
-                kernels::attention(&q, &k, &v, hm, scale as f32)
-            )?,
+            AttnMask::Host(hm, mask) => {
+                precision::hint(|| Hint::Mask((*mask).clone()));
+                traced_op!(
+                    "attention",
+                    m,
+                    [&q, &k, &v],
+                    flops,
+                    kernels::attention(&q, &k, &v, hm, scale as f32)
+                )?
+            }
             AttnMask::Dense(mask) => {
                 let bhtd = |x: &Tensor| x.transpose(1, 2)?.contiguous();
                 let (q, k, v) = (bhtd(&q)?, bhtd(&k)?, bhtd(&v)?);
@@ -137,10 +143,11 @@ pub(super) struct Rope {
     pub(super) half: bool,
 }
 
-/// The attention mask of one forward call: on the host for the fused CPU kernel, else expanded
+/// The attention mask of one forward call: on the host for the fused CPU kernel (with the
+/// `[B, 1, T, Tk]` tensor a precision dump writes as the kernel's mask argument), else expanded
 /// to `[B, H, T, Tk]`.
 pub(super) enum AttnMask<'a> {
-    Host(&'a kernels::HostMask),
+    Host(&'a kernels::HostMask, &'a Tensor),
     Dense(Tensor),
 }
 

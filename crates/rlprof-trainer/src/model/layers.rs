@@ -2,6 +2,7 @@
 //! SwiGLU MLP and the value (score) head.
 
 use super::kernels;
+use super::precision::{self, Hint};
 use crate::traced_op;
 use candle_core::{D, Result, Tensor};
 use rlprof_profiler::NameId;
@@ -35,6 +36,12 @@ impl Linear {
                 (None, Some((r, _))) => Some(r),
                 _ => None,
             };
+            if let Some(a) = addend {
+                precision::hint(|| match residual {
+                    Some(_) => Hint::Residual(a.clone()),
+                    None => Hint::Bias(a.clone()),
+                });
+            }
             let mut y = traced_op!(
                 "linear",
                 self.module,
@@ -77,6 +84,7 @@ impl RmsNorm {
     pub(super) fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let m = self.module;
         let eps = self.eps as f32;
+        precision::hint(|| Hint::Eps(self.eps));
         if self.fused {
             return traced_op!(
                 "rms_norm",

@@ -57,6 +57,7 @@ pub fn token_logprobs_entropy_metric(
         // the same two ops as `token_logprob_only` and `entropy_no_grad`; the entropy reuses the
         // rows' log-sum-exp of the first
         let shifts = kernels::RowShifts::default();
+        super::precision::hint(|| super::precision::Hint::Temp(temp));
         let lp = traced_op!(
             "log_softmax_gather",
             m,
@@ -82,6 +83,7 @@ pub fn token_logprobs_entropy_metric(
 pub fn token_logprob_only(logits: &Tensor, targets: &Tensor, temp: f32) -> Result<Tensor> {
     let m = rlprof_profiler::name!("logprob");
     if kernels::supported(logits) {
+        super::precision::hint(|| super::precision::Hint::Temp(temp));
         return traced_op!(
             "log_softmax_gather",
             m,

@@ -270,6 +270,7 @@ impl Transformer {
         let (b, t) = ids.dims2()?;
         let flat = ids.flatten_all()?;
         let emb = intern_embed();
+        super::precision::hint(|| super::precision::Hint::Rows(b, t));
         let x = traced_op!(
             "embedding",
             emb,
@@ -280,7 +281,7 @@ impl Transformer {
         let mut x = x.reshape((b, t, self.config.hidden_size))?;
         let rope = self.rope_at(&attn.positions)?;
         let mask = if kernels::supported(&x) {
-            AttnMask::Host(&attn.host_mask)
+            AttnMask::Host(&attn.host_mask, &attn.mask)
         } else {
             // Expanded once per call to the attention shape, contiguous: candle's same-shape
             // binary kernels (forward and backward) are much faster than its strided broadcast.
