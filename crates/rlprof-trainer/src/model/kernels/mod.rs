@@ -162,6 +162,16 @@ trait F32Op3 {
     }
 }
 
+/// `len` when it is a whole number of rows of `d` (`d > 0`), else an error naming `op`: the
+/// element count a kernel that writes its output row by row (into spare capacity, without a
+/// zero fill) has then written in full.
+fn whole_rows(len: usize, d: usize, op: &str) -> Result<usize> {
+    if d == 0 || len % d != 0 {
+        candle_core::bail!("{op}: {len} elements are not rows of {d}")
+    }
+    Ok(len)
+}
+
 /// The contiguous u32 elements (token ids) of `s` under `l`.
 fn u32_values<'a>(s: &'a CpuStorage, l: &Layout, op: &str) -> Result<&'a [u32]> {
     let CpuStorage::U32(data) = s else {
