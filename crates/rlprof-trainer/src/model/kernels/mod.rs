@@ -166,7 +166,7 @@ trait F32Op3 {
 /// element count a kernel that writes its output row by row (into spare capacity, without a
 /// zero fill) has then written in full.
 fn whole_rows(len: usize, d: usize, op: &str) -> Result<usize> {
-    if d == 0 || len % d != 0 {
+    if d == 0 || !len.is_multiple_of(d) {
         candle_core::bail!("{op}: {len} elements are not rows of {d}")
     }
     Ok(len)
