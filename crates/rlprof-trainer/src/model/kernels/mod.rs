@@ -9,7 +9,8 @@
 //! One kernel family per file: [`softmax`](softmax_last_dim), [`rms_norm`], the element-wise maps
 //! ([`silu_mul`]), [`rope_bthd`], [`linear`] (gemm), [`token_logprob`] and [`entropy`], and
 //! [`attention`] with its [`HostMask`]; `simd` holds the AVX2+FMA and AVX-512 detection and the
-//! vectorised helpers they share. This file holds the storage helpers every kernel's CPU entry point uses.
+//! vectorised helpers they share. This file holds the storage helpers every kernel's CPU entry
+//! point uses.
 
 mod attention;
 mod elementwise;
