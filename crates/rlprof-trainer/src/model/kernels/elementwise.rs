@@ -2,7 +2,7 @@
 //! ([`Map2`], [`Map3`]) its forward and backward run on.
 
 #[cfg(target_arch = "x86_64")]
-use super::simd::{avx2_fma, map2_avx2, map3_avx2};
+use super::simd::{avx2_fma, avx512, map2_avx2, map2_avx512, map3_avx2, map3_avx512};
 use super::simd::{exp_poly, map2, map3};
 use super::{F32Op2, F32Op3, Rows, supported};
 use crate::model::autograd::tagged;
@@ -86,6 +86,11 @@ impl<F: Fn(f32, f32) -> f32> F32Op2 for Map2<F> {
             candle_core::bail!("{}: {} vs {} elements", self.0, a.len(), b.len())
         }
         #[cfg(target_arch = "x86_64")]
+        if avx512() {
+            // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked above).
+            return Ok(unsafe { map2_avx512(a, b, &self.1) });
+        }
+        #[cfg(target_arch = "x86_64")]
         if avx2_fma() {
             // SAFETY: the CPU supports AVX2 and FMA (checked above).
             return Ok(unsafe { map2_avx2(a, b, &self.1) });
@@ -123,6 +128,11 @@ impl<F: Fn(f32, f32, f32) -> f32> F32Op3 for Map3<F> {
         let (a, b, c) = (a.data, b.data, c.data);
         if a.len() != b.len() || a.len() != c.len() {
             candle_core::bail!("{}: operands differ in length", self.0)
+        }
+        #[cfg(target_arch = "x86_64")]
+        if avx512() {
+            // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked above).
+            return Ok(unsafe { map3_avx512(a, b, c, &self.1) });
         }
         #[cfg(target_arch = "x86_64")]
         if avx2_fma() {

@@ -330,6 +330,33 @@ fn linear_bwd(x: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor)> {
     ))
 }
 
+/// The gradient of bias `bias` (`[out]`) for output gradient `grad` (`[.., out]`): the sums of
+/// `grad`'s columns, row after row into one accumulator row (the order of candle's `sum(0)`, in
+/// one contiguous pass instead of its strided reduction, which was 6% of a tiny-size update).
+fn column_sums(grad: &Tensor, bias: &Tensor) -> Result<Tensor> {
+    let n = bias.elem_count();
+    let grad = grad.contiguous()?;
+    let acc = {
+        let (gs, gl) = grad.storage_and_layout();
+        let (gv, _) = f32_rows(cpu_of(&gs, "grad")?, gl, "linear backward")?;
+        if n == 0 || gv.len() % n != 0 {
+            candle_core::bail!(
+                "linear backward: grad {:?} does not fit bias {:?}",
+                gl.dims(),
+                bias.dims()
+            )
+        }
+        let mut acc = vec![0f32; n];
+        for row in gv.chunks_exact(n) {
+            for (a, &g) in acc.iter_mut().zip(row) {
+                *a += g;
+            }
+        }
+        acc
+    };
+    Tensor::from_vec(acc, bias.shape(), bias.device())
+}
+
 impl CustomOp2 for Linear {
     fn name(&self) -> &'static str {
         "rlprof-linear"
@@ -385,7 +412,7 @@ impl CustomOp3 for Linear {
         let (dx, dw) = linear_bwd(x, w, grad)?;
         let da = if add.rank() == 1 {
             // a bias: its gradient sums the output gradient over the rows
-            grad.reshape(((), add.elem_count()))?.sum(0)?
+            column_sums(grad, add)?
         } else {
             grad.clone()
         };

@@ -8,8 +8,9 @@
 //!
 //! One kernel family per file: [`softmax`](softmax_last_dim), [`rms_norm`], the element-wise maps
 //! ([`silu_mul`]), [`rope_bthd`], [`linear`] (gemm), [`token_logprob`] and [`entropy`], and
-//! [`attention`] with its [`HostMask`]; `simd` holds the AVX2+FMA detection and the vectorised
-//! helpers they share. This file holds the storage helpers every kernel's CPU entry point uses.
+//! [`attention`] with its [`HostMask`]; `simd` holds the AVX2+FMA and AVX-512 detection and the
+//! vectorised helpers they share. This file holds the storage helpers every kernel's CPU entry
+//! point uses.
 
 mod attention;
 mod elementwise;
@@ -160,6 +161,16 @@ trait F32Op3 {
         let out = self.f(a, b, c)?;
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
+}
+
+/// `len` when it is a whole number of rows of `d` (`d > 0`), else an error naming `op`: the
+/// element count a kernel that writes its output row by row (into spare capacity, without a
+/// zero fill) has then written in full.
+fn whole_rows(len: usize, d: usize, op: &str) -> Result<usize> {
+    if d == 0 || !len.is_multiple_of(d) {
+        candle_core::bail!("{op}: {len} elements are not rows of {d}")
+    }
+    Ok(len)
 }
 
 /// The contiguous u32 elements (token ids) of `s` under `l`.

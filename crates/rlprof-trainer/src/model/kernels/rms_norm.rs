@@ -1,6 +1,6 @@
 //! The fused RMSNorm ([`rms_norm`]) and its two backward kernels (input and weight gradients).
 
-use super::{F32Op2, F32Op3, Rows, supported};
+use super::{F32Op2, F32Op3, Rows, supported, whole_rows};
 use crate::model::autograd::tagged;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, D, Layout, Result, Shape, Tensor};
 
@@ -42,13 +42,21 @@ impl F32Op2 for RmsNorm {
         if w.len() != d {
             candle_core::bail!("rms_norm: weight has {} elements, rows {d}", w.len())
         }
-        let mut out = vec![0f32; x.len()];
-        for (xr, yr) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        let n = whole_rows(x.len(), d, "rms_norm")?;
+        let mut out = Vec::with_capacity(n);
+        // written through the spare capacity, without a zero fill first
+        for (xr, yr) in x
+            .chunks_exact(d)
+            .zip(out.spare_capacity_mut()[..n].chunks_exact_mut(d))
+        {
             let inv = inv_rms(xr, self.eps);
             for ((y, &v), &wv) in yr.iter_mut().zip(xr).zip(w) {
-                *y = v * inv * wv;
+                y.write(v * inv * wv);
             }
         }
+        // SAFETY: the n / d rows of d elements above wrote all n elements (`whole_rows`; `w`
+        // has d elements, checked above).
+        unsafe { out.set_len(n) };
         Ok(out)
     }
 }
@@ -92,11 +100,15 @@ impl F32Op3 for RmsNormBwdX {
 
     fn f(&self, g: Rows<'_>, x: Rows<'_>, w: Rows<'_>) -> Result<Vec<f32>> {
         let (g, d, x, w) = (g.data, g.d, x.data, w.data);
-        let mut out = vec![0f32; g.len()];
+        let n = whole_rows(g.len(), d, "rms_norm backward")?;
+        if x.len() != n || w.len() != d {
+            candle_core::bail!("rms_norm backward: operands do not fit the gradient")
+        }
+        let mut out = Vec::with_capacity(n);
         for ((gr, xr), dr) in g
             .chunks_exact(d)
             .zip(x.chunks_exact(d))
-            .zip(out.chunks_exact_mut(d))
+            .zip(out.spare_capacity_mut()[..n].chunks_exact_mut(d))
         {
             let inv = inv_rms(xr, self.0.eps);
             // mean(g * w * n) with n = x * inv
@@ -109,9 +121,12 @@ impl F32Op3 for RmsNormBwdX {
                 * inv
                 / d as f32;
             for (((o, &gv), &xv), &wv) in dr.iter_mut().zip(gr).zip(xr).zip(w) {
-                *o = inv * (gv * wv - xv * inv * dot);
+                o.write(inv * (gv * wv - xv * inv * dot));
             }
         }
+        // SAFETY: the n / d rows of d elements above wrote all n elements (`whole_rows`; `x`
+        // has n and `w` d elements, checked above).
+        unsafe { out.set_len(n) };
         Ok(out)
     }
 }

@@ -1,6 +1,6 @@
 //! Rotate-half RoPE on `[B, T, H, D]` activations ([`rope_bthd`]), its own transpose as backward.
 
-use super::{F32Op3, Rows};
+use super::{F32Op3, Rows, whole_rows};
 use crate::model::autograd::tagged;
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 
@@ -36,8 +36,11 @@ impl F32Op3 for Rope {
         if half * 2 != d || c.len() != b * t * half || s.len() != c.len() {
             candle_core::bail!("rope: tables {:?} do not fit x {:?}", l2.dims(), l1.dims())
         }
-        let mut out = vec![0f32; x.len()];
-        for (i, (xr, yr)) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)).enumerate() {
+        let n = whole_rows(x.len(), d, "rope")?;
+        let mut out = Vec::with_capacity(n);
+        // written through the spare capacity, without a zero fill first
+        let rows = out.spare_capacity_mut()[..n].chunks_exact_mut(d);
+        for (i, (xr, yr)) in x.chunks_exact(d).zip(rows).enumerate() {
             // row i is (bi, ti, hi) of x; its table row is (bi, ti) = i / h
             let off = (i / h) * half;
             let (cr, sr) = (&c[off..off + half], &s[off..off + half]);
@@ -45,10 +48,13 @@ impl F32Op3 for Rope {
             let (y1, y2) = yr.split_at_mut(half);
             for j in 0..half {
                 let sj = self.sign * sr[j];
-                y1[j] = x1[j] * cr[j] - x2[j] * sj;
-                y2[j] = x2[j] * cr[j] + x1[j] * sj;
+                y1[j].write(x1[j] * cr[j] - x2[j] * sj);
+                y2[j].write(x2[j] * cr[j] + x1[j] * sj);
             }
         }
+        // SAFETY: the n / d rows above each wrote their two halves of d / 2 elements (d is
+        // even, checked above): all n elements.
+        unsafe { out.set_len(n) };
         Ok(out)
     }
 }

@@ -40,10 +40,14 @@ pub(super) fn exp_poly(x: f32) -> f32 {
 pub(super) fn map2<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], f: &F) -> Vec<f32> {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
-    let mut out = vec![0f32; n];
+    let mut out = Vec::with_capacity(n);
+    // written through the spare capacity, not zero-filled first (one pass over `out` fewer)
+    let dst = &mut out.spare_capacity_mut()[..n];
     for i in 0..n {
-        out[i] = f(a[i], b[i]);
+        dst[i].write(f(a[i], b[i]));
     }
+    // SAFETY: the loop above initialised all `n` elements.
+    unsafe { out.set_len(n) };
     out
 }
 
@@ -63,16 +67,45 @@ pub(super) fn map3<F: Fn(f32, f32, f32) -> f32>(
 ) -> Vec<f32> {
     let n = a.len().min(b.len()).min(c.len());
     let (a, b, c) = (&a[..n], &b[..n], &c[..n]);
-    let mut out = vec![0f32; n];
+    let mut out = Vec::with_capacity(n);
+    let dst = &mut out.spare_capacity_mut()[..n];
     for i in 0..n {
-        out[i] = f(a[i], b[i], c[i]);
+        dst[i].write(f(a[i], b[i], c[i]));
     }
+    // SAFETY: the loop above initialised all `n` elements.
+    unsafe { out.set_len(n) };
     out
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn map3_avx2<F: Fn(f32, f32, f32) -> f32>(
+    a: &[f32],
+    b: &[f32],
+    c: &[f32],
+    f: &F,
+) -> Vec<f32> {
+    map3(a, b, c, f)
+}
+
+/// Whether the CPU has AVX-512F (with AVX2 and FMA): the element-wise maps and the attention
+/// kernels then run 16 lanes wide.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn avx512() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f") && avx2_fma()
+}
+
+/// [`map2`] compiled for AVX-512 (16-lane vectors).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) fn map2_avx512<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], f: &F) -> Vec<f32> {
+    map2(a, b, f)
+}
+
+/// [`map3`] compiled for AVX-512 (16-lane vectors).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) fn map3_avx512<F: Fn(f32, f32, f32) -> f32>(
     a: &[f32],
     b: &[f32],
     c: &[f32],
