@@ -34,7 +34,11 @@ pub fn op_coverage(profiles: &[Profile]) -> Vec<CoverageRow> {
         for e in p.events.iter().filter(|e| e.track == Track::RoleCall) {
             let (s, t) = (e.start, e.end());
             let th = Some(e.thread);
-            let both = merge(ops.reaching(s, t, th), comm.reaching(s, t, th));
+            // Merged as unions: nested ops collapse before the merge sees them.
+            let both = merge(
+                Union::new(ops.reaching(s, t, th)),
+                Union::new(comm.reaching(s, t, th)),
+            );
             let c = covered(Union::new(both), s, t) as i64;
             let x = by_call.entry(p.str(e.name)).or_default();
             *x = (x.0 + 1, x.1 + e.dur, x.2 + c);
@@ -80,6 +84,7 @@ mod tests {
             // another thread's op does not count
             ev(60, 20, op, 1, Track::Op),
         ];
+        p.sort();
         let rows = op_coverage(&[p]);
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].calls, rows[0].total_ns), (1, 100));

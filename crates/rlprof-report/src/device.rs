@@ -206,36 +206,51 @@ impl Figures {
 pub struct DeviceRuns<'a> {
     /// Kernels, collectives, copies.
     pub runs: [intervals::Run<'a>; 3],
+    /// The busy time's segments, kept when each run keeps its union (a small profile).
+    busy_kept: Option<Vec<(i64, i64)>>,
 }
 
 impl<'a> DeviceRuns<'a> {
     /// The device runs of `p`.
     pub fn of(p: &'a Profile) -> DeviceRuns<'a> {
-        DeviceRuns {
+        let mut d = DeviceRuns {
             runs: TYPES.map(|(_, t)| intervals::Run::of(p, t)),
+            busy_kept: None,
+        };
+        if d.runs.iter().all(intervals::Run::keeps_union) {
+            d.busy_kept = Some(d.busy().collect());
         }
+        d
     }
 
     /// The union of all device activity, in start order.
     pub fn busy(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
         let [k, c, m] = &self.runs;
-        intervals::Union::new(intervals::merge(
-            intervals::merge(k.union(), c.union()),
-            m.union(),
-        ))
+        match &self.busy_kept {
+            Some(b) => either::Either::Left(b.iter().copied()),
+            None => either::Either::Right(intervals::Union::new(intervals::merge(
+                intervals::merge(k.union(), c.union()),
+                m.union(),
+            ))),
+        }
     }
 
     /// Device time within `[s, e)`: `kernel`, `comm`, `memcpy` and `idle`.
     pub fn within(&self, s: i64, e: i64) -> [(&'static str, u64); 4] {
         let [k, c, m] = &self.runs;
-        let busy = intervals::covered(
-            intervals::Union::new(intervals::merge(
-                intervals::merge(k.union_from(s, e), c.union_from(s, e)),
-                m.union_from(s, e),
-            )),
-            s,
-            e,
-        );
+        let busy = match &self.busy_kept {
+            Some(b) => {
+                intervals::covered(b[b.partition_point(|x| x.1 <= s)..].iter().copied(), s, e)
+            }
+            None => intervals::covered(
+                intervals::Union::new(intervals::merge(
+                    intervals::merge(k.union_from(s, e), c.union_from(s, e)),
+                    m.union_from(s, e),
+                )),
+                s,
+                e,
+            ),
+        };
         [
             ("kernel", k.covered(s, e, None)),
             ("comm", c.covered(s, e, None)),

@@ -105,8 +105,19 @@ where
     };
     let mut acc: Vec<Window> = starts.iter().map(|_| Window::default()).collect();
     // The window holding `t`: the last whose start is at or before it (a window that starts
-    // where the next starts is empty).
-    let at = |t: i64| starts.partition_point(|&w| w <= t).checked_sub(1);
+    // where the next starts is empty). Each pass meets its segments in start order, so a
+    // cursor moves forward through the windows.
+    let st: &[i64] = &starts;
+    let cursor = || {
+        let mut k = 0usize;
+        move |t: i64| {
+            while k < st.len() && st[k] <= t {
+                k += 1;
+            }
+            k.checked_sub(1)
+        }
+    };
+    let mut at = cursor();
     for seg in compute() {
         if let Some(w) = at(seg.0) {
             acc[w].f.computing += (seg.1 - seg.0) as u64;
@@ -114,6 +125,7 @@ where
             acc[w].task(seg.0);
         }
     }
+    let mut at = cursor();
     for seg in comm() {
         if let Some(w) = at(seg.0) {
             acc[w].f.communication += (seg.1 - seg.0) as u64;
@@ -121,6 +133,7 @@ where
             acc[w].task(seg.0);
         }
     }
+    let mut at = cursor();
     for seg in difference(comm(), compute()) {
         if let Some(w) = at(seg.0) {
             acc[w].f.communication_not_overlapped += (seg.1 - seg.0) as u64;
@@ -128,6 +141,7 @@ where
         }
     }
     let mut prev: Option<i64> = None;
+    let mut at = cursor();
     for (s, e) in busy() {
         if let Some(gap_start) = prev
             && let Some(w) = at(gap_start)
@@ -137,6 +151,7 @@ where
         }
         prev = Some(e);
     }
+    let mut at = cursor();
     for &(s, e) in receive {
         if let Some(w) = at(s) {
             acc[w].f.bubble += (e - s).max(0) as u64;

@@ -38,18 +38,38 @@ impl<I: Iterator<Item = (i64, i64)>> Iterator for Union<I> {
 }
 
 /// Two streams in start order as one stream in start order.
-pub fn merge<A, B>(a: A, b: B) -> impl Iterator<Item = (i64, i64)>
+pub fn merge<A, B>(a: A, b: B) -> Merge<A, B>
 where
     A: Iterator<Item = (i64, i64)>,
     B: Iterator<Item = (i64, i64)>,
 {
-    let (mut a, mut b) = (a.peekable(), b.peekable());
-    std::iter::from_fn(move || match (a.peek(), b.peek()) {
-        (Some(x), Some(y)) if x <= y => a.next(),
-        (Some(_), Some(_)) => b.next(),
-        (Some(_), None) => a.next(),
-        (None, _) => b.next(),
-    })
+    Merge {
+        a: a.peekable(),
+        b: b.peekable(),
+    }
+}
+
+/// [`merge`]'s iterator.
+pub struct Merge<A: Iterator<Item = (i64, i64)>, B: Iterator<Item = (i64, i64)>> {
+    a: Peekable<A>,
+    b: Peekable<B>,
+}
+
+impl<A, B> Iterator for Merge<A, B>
+where
+    A: Iterator<Item = (i64, i64)>,
+    B: Iterator<Item = (i64, i64)>,
+{
+    type Item = (i64, i64);
+    #[inline]
+    fn next(&mut self) -> Option<(i64, i64)> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some(x), Some(y)) if x <= y => self.a.next(),
+            (Some(_), Some(_)) => self.b.next(),
+            (Some(_), None) => self.a.next(),
+            (None, _) => self.b.next(),
+        }
+    }
 }
 
 /// Total length of segments (disjoint) clipped to `[s, e)`.

@@ -62,8 +62,7 @@ pub(super) fn light(p: &Profile) -> Profile {
 /// profile is summarised on both cores, as a tree's profiles are in parallel).
 pub fn digest(p: &Profile) -> Digest {
     let one = std::slice::from_ref(p);
-    let runs = crate::device::DeviceRuns::of(p);
-    let (ops, (memory, comm, coverage)) = rayon::join(
+    let (ops, (memory, comm, coverage, (figures, cann, rows))) = rayon::join(
         || profile_ops(p),
         || {
             let memory = [(&p.memory, "device"), (&p.host_memory, "host")]
@@ -71,23 +70,30 @@ pub fn digest(p: &Profile) -> Digest {
                 .filter(|(m, _)| !m.is_empty())
                 .map(|(m, kind)| super::memory::memory(0, p, m, kind))
                 .collect::<Vec<_>>();
+            // The device figures, CANN's steps and the step rows stream the device runs.
+            let runs = crate::device::DeviceRuns::of(p);
+            let device = (
+                Figures::from_runs(&runs),
+                super::cann::cann_steps(p, "", 0, &runs),
+                super::steps::profile_rows(p, &runs),
+            );
             (
                 memory,
                 super::comm::comm(one),
                 crate::coverage::op_coverage(one),
+                device,
             )
         },
     );
-    let cann = super::cann::cann_steps(p, "", 0, &runs);
     Digest {
         light: light(p),
         extent: p.extent(),
         content_events: p.events.iter().filter(|e| e.track.is_content()).count(),
         fingerprint: crate::discover::fingerprint(p),
         discrete: super::steps::discrete_stage(p),
-        figures: Figures::from_runs(&runs),
+        figures,
         steps: super::jobs::steps_of(p, &cann),
-        rows: super::steps::profile_rows(p, &runs),
+        rows,
         ops,
         memory,
         comm,
