@@ -242,30 +242,7 @@ fn msprobe_compare_matches_every_api_of_rank0_against_rank1() {
         let a = single_rank_copy(&prof, stage, 0, tmp.path());
         let b = single_rank_copy(&prof, stage, 1, tmp.path());
         let out_dir = tmp.path().join(format!("cmp_{stage}"));
-        let out = Command::new(&msprobe)
-            .args(["compare", "-tp"])
-            .arg(&a)
-            .arg("-gp")
-            .arg(&b)
-            .arg("-o")
-            .arg(&out_dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let csv = std::fs::read_dir(&out_dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| {
-                p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("compare_result"))
-            })
-            .unwrap_or_else(|| panic!("no compare_result in {out_dir:?}"));
-        let text = std::fs::read_to_string(&csv).unwrap();
+        let text = msprobe_compare(&msprobe, &a, &b, &out_dir);
         let mut rows = text.lines();
         let header: Vec<&str> = rows.next().unwrap().split(',').collect();
         let col = |name: &str| {
@@ -338,6 +315,34 @@ fn report_compare_names_the_first_diverging_api_of_rank0_against_rank1() {
         "{ranks}"
     );
     assert!(ranks.contains("largest relative differences:"), "{ranks}");
+}
+
+/// Runs `msprobe compare -tp TP -gp GP -o OUT` and returns its `compare_result*.csv`.
+fn msprobe_compare(msprobe: &Path, tp: &Path, gp: &Path, out_dir: &Path) -> String {
+    let out = Command::new(msprobe)
+        .args(["compare", "-tp"])
+        .arg(tp)
+        .arg("-gp")
+        .arg(gp)
+        .arg("-o")
+        .arg(out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_dir(out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("compare_result"))
+        })
+        .unwrap_or_else(|| panic!("no compare_result in {out_dir:?}"));
+    std::fs::read_to_string(&csv).unwrap()
 }
 
 /// The records of a CSV text (msprobe quotes the fields holding commas or newlines: shapes,
@@ -508,30 +513,7 @@ fn msprobe_compare_matches_our_dump_against_a_pytorch_reference_golden_dump() {
     // msprobe's own comparison
     let ours_copy = single_rank_copy(&prof, stage, 0, tmp.path());
     let out_dir = tmp.path().join("cmp_golden");
-    let out = Command::new(&msprobe)
-        .args(["compare", "-tp"])
-        .arg(&ours_copy)
-        .arg("-gp")
-        .arg(golden_root.join("step0"))
-        .arg("-o")
-        .arg(&out_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let csv = std::fs::read_dir(&out_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("compare_result"))
-        })
-        .unwrap_or_else(|| panic!("no compare_result in {out_dir:?}"));
-    let text = std::fs::read_to_string(&csv).unwrap();
+    let text = msprobe_compare(&msprobe, &ours_copy, &golden_root.join("step0"), &out_dir);
     let mut records = csv_records(&text).into_iter();
     let header = records.next().unwrap();
     let col = |name: &str| {

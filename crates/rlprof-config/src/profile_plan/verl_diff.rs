@@ -130,9 +130,9 @@ pub(crate) const DIFFERENCES: &[Difference] = &[
     Difference {
         id: "precision-api-names",
         verl: "msprobe hooks PyTorch's APIs: a model's fused op is dumped as the APIs it calls, each with its backward.",
-        rlprof: "an op of ours that is one PyTorch API takes its name (`Functional.linear`, `Torch.matmul`, `Tensor.__add__`, ...); a fused op (`silu_mul`, `rope`, `attention`, `entropy`, `log_softmax_gather`, ...) is one `Functional.<op>` entry; backward entries are written for the ops with a recorded backward node (candle's own `add`/`mul` backward is not hooked).",
-        why: "the op layer dumps the ops the model really runs; splitting a fused kernel would invent tensors it never materialises.",
-        test: "crates/rlprof-cli/tests/precision_debugger.rs::precision_debugger_dumps_the_listed_stages_of_the_listed_steps_on_both_ranks",
+        rlprof: "forward: an op of ours that is one PyTorch API takes its name (`Torch.matmul`, `Tensor.__add__`, ...); a fused kernel is written as the PyTorch calls it stands for (`silu_mul` as `Functional.silu` + `Tensor.__mul__`, a residual-fused gemm as `Functional.linear` + `Tensor.__add__`, RMSNorm as Hugging Face's six calls, ...; table in `docs/precision-debugger.md`), the intermediates' statistics computed in the dump path only; ops with no PyTorch form (`entropy`, `kv_append`, ...) are one `Functional.<op>` entry. Backward entries are written for the ops with a recorded backward node only (candle's own `add`/`mul` backward is not hooked; an expanded op has one backward entry, not one per PyTorch call).",
+        why: "the kernels stay fused (the dump path recomputes what PyTorch would materialise, only while dumping), and `msprobe compare` against msprobe's dump of a PyTorch reference pairs every forward row.",
+        test: "crates/rlprof-cli/tests/precision_debugger.rs::msprobe_compare_matches_our_dump_against_a_pytorch_reference_golden_dump",
         applies: |p| p.verl.precision.is_some(),
     },
 ];
