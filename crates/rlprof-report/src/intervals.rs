@@ -104,12 +104,7 @@ impl<'a> Run<'a> {
     /// The run's intervals from the first that may reach past `from`, in start order, those
     /// of `thread` only when given.
     fn intervals(&self, from: i64, thread: Option<u32>) -> impl Iterator<Item = (i64, i64)> + '_ {
-        let at = if from == i64::MIN {
-            0
-        } else {
-            self.reaching_index(from)
-        };
-        self.ev[at..]
+        self.ev[self.reaching_index(from)..]
             .iter()
             .filter(move |e| thread.is_none_or(|t| e.thread == t))
             .map(|e| (e.start, e.end()))
