@@ -3,10 +3,8 @@
 use rlprof_config::{build_plan, describe, load_document, load_document_str, plan_json};
 use rlprof_profiler::plan::{Content, Contents, Level, ProfilePlan, Role, Tool};
 
-fn plan(yaml: &str) -> ProfilePlan {
-    let doc = load_document_str(yaml, "test.yaml", &[]).expect("loads");
-    build_plan(&doc).unwrap_or_else(|e| panic!("plan fails: {e}"))
-}
+mod support;
+use support::plan;
 
 fn plan_ov(yaml: &str, ov: &[&str]) -> ProfilePlan {
     let ov: Vec<String> = ov.iter().map(|s| s.to_string()).collect();

@@ -3,15 +3,8 @@
 use rlprof_config::ConfigError;
 use rlprof_config::{build_plan, load_document, load_document_str};
 
-/// The problems reported for `yaml` (panics if it is valid).
-fn problems(yaml: &str) -> Vec<String> {
-    let doc = load_document_str(yaml, "test.yaml", &[]).expect("parses");
-    match build_plan(&doc) {
-        Ok(p) => panic!("expected errors, got plan {p:?}"),
-        Err(ConfigError::Invalid(v)) => v,
-        Err(e) => panic!("unexpected error {e}"),
-    }
-}
+mod support;
+use support::problems;
 
 /// The single problem reported for `yaml`, asserting it names `path` and every `needle`.
 fn one(yaml: &str, path: &str, needles: &[&str]) -> String {

@@ -1,24 +1,12 @@
 //! verl 0.9.1's `precision_debugger` tool (`verl/utils/profiler/precision_debugger_profile.py`,
 //! `PrecisionDebuggerToolConfig`) and the msprobe `config.json` it names, resolved into the plan.
 
-use rlprof_config::{ConfigError, build_plan, describe, load_document_str};
-use rlprof_profiler::ProfilePlan;
+use rlprof_config::describe;
 use rlprof_profiler::plan::{MsprobeLevel, MsprobeTask, RoleCall};
 use std::path::Path;
 
-fn plan(yaml: &str) -> ProfilePlan {
-    let doc = load_document_str(yaml, "test.yaml", &[]).expect("parses");
-    build_plan(&doc).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn problems(yaml: &str) -> Vec<String> {
-    let doc = load_document_str(yaml, "test.yaml", &[]).expect("parses");
-    match build_plan(&doc) {
-        Ok(p) => panic!("expected errors, got plan {:?}", p.verl.precision),
-        Err(ConfigError::Invalid(v)) => v,
-        Err(e) => panic!("unexpected error {e}"),
-    }
-}
+mod support;
+use support::{plan, problems};
 
 /// A job with the precision debugger: actor and ref enabled (ref follows the actor), a critic.
 fn job(dir: &Path, msprobe: &str, block: &str) -> String {

@@ -4,23 +4,12 @@
 //! verl does; what verl refuses is refused; where rlprof differs, `config check` says so
 //! (`docs/verl-differences.md`).
 
-use rlprof_config::{ConfigError, build_plan, describe, load_document_str};
+use rlprof_config::describe;
 use rlprof_profiler::ProfilePlan;
 use rlprof_profiler::plan::{Content, Layout, Role, RoleCall, ScheduleScope};
 
-fn plan(yaml: &str) -> ProfilePlan {
-    let doc = load_document_str(yaml, "test.yaml", &[]).expect("parses");
-    build_plan(&doc).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn problems(yaml: &str) -> Vec<String> {
-    let doc = load_document_str(yaml, "test.yaml", &[]).expect("parses");
-    match build_plan(&doc) {
-        Ok(p) => panic!("expected errors, got plan {p:?}"),
-        Err(ConfigError::Invalid(v)) => v,
-        Err(e) => panic!("unexpected error {e}"),
-    }
-}
+mod support;
+use support::{plan, problems};
 
 const ACTOR_ON: &str = "actor_rollout_ref: {actor: {profiler: {enable: true, ranks: [0]}}}\n";
 
