@@ -344,13 +344,13 @@ impl<'a> Exporter<'a> {
 
     pub(super) fn comm(&mut self, c: &CommEv) {
         let idx = self.idx;
-        let step = idx.step_at(c.start).unwrap_or(0);
-        let dur = c.end - c.start;
-        let name = idx.name(c.name).to_string();
-        self.steps.comm(&name, c.start, c.end);
+        self.steps.comm(idx.name(c.name), c.start, c.end);
         if self.level < 1 {
             return;
         }
+        let step = idx.step_at(c.start).unwrap_or(0);
+        let dur = c.end - c.start;
+        let name = idx.name(c.name).to_string();
         let seq = self.comm_seq.entry((step, c.name, c.group)).or_default();
         let group = match idx.name(c.group) {
             "" => "default_group",
