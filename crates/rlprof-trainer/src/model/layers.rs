@@ -76,7 +76,10 @@ pub(super) struct RmsNorm {
     pub(super) w: Tensor,
     pub(super) eps: f64,
     pub(super) module: NameId,
-    /// No-grad model: candle's fused kernel (it has no backward pass).
+    /// No-grad model: off the CPU f32 kernel, candle's fused one (it has no backward pass). On
+    /// the CPU our kernel serves both models: candle's splits the rows over rayon's global pool,
+    /// which the rank threads of one process share (one thread each: they queue behind each
+    /// other), where ours runs on the calling thread.
     pub(super) fused: bool,
 }
 
@@ -85,7 +88,7 @@ impl RmsNorm {
         let m = self.module;
         let eps = self.eps as f32;
         precision::hint(|| Hint::Eps(self.eps));
-        if self.fused {
+        if self.fused && !kernels::supported(x) {
             return traced_op!(
                 "rms_norm",
                 m,

@@ -163,6 +163,40 @@ trait F32Op3 {
     }
 }
 
+/// A kernel body, run by [`widest`].
+pub(super) trait Body {
+    /// The work; `#[inline(always)]` in every impl, so that it is compiled into `widest`'s
+    /// wrappers with their target features (a closure is not inlined there: measured, it stayed
+    /// a call to scalar code).
+    fn run(self);
+}
+
+/// Runs `body` compiled for the widest vector unit this CPU has (AVX-512, else AVX2 + FMA).
+#[inline(always)]
+pub(super) fn widest(body: impl Body) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use simd::{avx2_fma, avx512};
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        fn avx512_call(body: impl Body) {
+            body.run()
+        }
+        #[target_feature(enable = "avx2,fma")]
+        fn avx2_call(body: impl Body) {
+            body.run()
+        }
+        if avx512() {
+            // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked above).
+            return unsafe { avx512_call(body) };
+        }
+        if avx2_fma() {
+            // SAFETY: the CPU supports AVX2 and FMA (checked above).
+            return unsafe { avx2_call(body) };
+        }
+    }
+    body.run()
+}
+
 /// `len` when it is a whole number of rows of `d` (`d > 0`), else an error naming `op`: the
 /// element count a kernel that writes its output row by row (into spare capacity, without a
 /// zero fill) has then written in full.

@@ -1,6 +1,6 @@
 //! The fused RMSNorm ([`rms_norm`]) and its two backward kernels (input and weight gradients).
 
-use super::{F32Op2, F32Op3, Rows, supported, whole_rows};
+use super::{Body, F32Op2, F32Op3, Rows, supported, whole_rows, widest};
 use crate::model::autograd::tagged;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, D, Layout, Result, Shape, Tensor};
 
@@ -26,10 +26,127 @@ struct RmsNorm {
     eps: f32,
 }
 
+/// Lanes of the row sums below: 16 independent accumulators (one AVX-512 vector, two AVX2
+/// ones), so that a row's sum is not one chain of dependent adds. The sequential `f32` sum of a
+/// 128-wide row cost a 4-cycle add latency per element, and made RMSNorm one of the slowest
+/// ops of the tiny bench size (issue 29).
+const LANES: usize = 16;
+
+/// The lanes' total, as a balanced tree.
+#[inline(always)]
+fn lane_total(acc: [f32; LANES]) -> f32 {
+    let mut a = acc;
+    let mut w = LANES / 2;
+    while w > 0 {
+        for l in 0..w {
+            a[l] += a[l + w];
+        }
+        w /= 2;
+    }
+    a[0]
+}
+
+/// `sum_i f(i)` over `0..n`, `LANES` sums at a time.
+#[inline(always)]
+fn lane_sum(n: usize, f: impl Fn(usize) -> f32) -> f32 {
+    let mut acc = [0f32; LANES];
+    let whole = n / LANES * LANES;
+    for i in (0..whole).step_by(LANES) {
+        for (l, a) in acc.iter_mut().enumerate() {
+            *a += f(i + l);
+        }
+    }
+    let mut s = lane_total(acc);
+    for i in whole..n {
+        s += f(i);
+    }
+    s
+}
+
 /// `1 / sqrt(mean(row^2) + eps)`.
+#[inline(always)]
 fn inv_rms(row: &[f32], eps: f32) -> f32 {
-    let ms = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
+    let ms = lane_sum(row.len(), |i| row[i] * row[i]) / row.len() as f32;
     1.0 / (ms + eps).sqrt()
+}
+
+/// The forward rows: `y = x * inv_rms(x) * w`, `d` wide.
+struct Fwd<'a> {
+    x: &'a [f32],
+    w: &'a [f32],
+    d: usize,
+    eps: f32,
+    y: &'a mut [std::mem::MaybeUninit<f32>],
+}
+
+impl Body for Fwd<'_> {
+    #[inline(always)]
+    fn run(self) {
+        let Fwd { x, w, d, eps, y } = self;
+        for (xr, yr) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)) {
+            let inv = inv_rms(xr, eps);
+            for ((y, &v), &wv) in yr.iter_mut().zip(xr).zip(w) {
+                y.write(v * inv * wv);
+            }
+        }
+    }
+}
+
+/// The input gradient rows: `dx = inv * (g*w - n * mean(g*w*n))`, `n = x * inv`.
+struct BwdX<'a> {
+    g: &'a [f32],
+    x: &'a [f32],
+    w: &'a [f32],
+    d: usize,
+    eps: f32,
+    dx: &'a mut [std::mem::MaybeUninit<f32>],
+}
+
+impl Body for BwdX<'_> {
+    #[inline(always)]
+    fn run(self) {
+        let BwdX {
+            g,
+            x,
+            w,
+            d,
+            eps,
+            dx,
+        } = self;
+        for ((gr, xr), dr) in g
+            .chunks_exact(d)
+            .zip(x.chunks_exact(d))
+            .zip(dx.chunks_exact_mut(d))
+        {
+            let inv = inv_rms(xr, eps);
+            let dot = lane_sum(d, |i| gr[i] * w[i] * xr[i]) * inv / d as f32;
+            for (((o, &gv), &xv), &wv) in dr.iter_mut().zip(gr).zip(xr).zip(w) {
+                o.write(inv * (gv * wv - xv * inv * dot));
+            }
+        }
+    }
+}
+
+/// The weight gradient: `dw += g * n` over the rows.
+struct BwdW<'a> {
+    g: &'a [f32],
+    x: &'a [f32],
+    d: usize,
+    eps: f32,
+    dw: &'a mut [f32],
+}
+
+impl Body for BwdW<'_> {
+    #[inline(always)]
+    fn run(self) {
+        let BwdW { g, x, d, eps, dw } = self;
+        for (gr, xr) in g.chunks_exact(d).zip(x.chunks_exact(d)) {
+            let inv = inv_rms(xr, eps);
+            for ((o, &gv), &xv) in dw.iter_mut().zip(gr).zip(xr) {
+                *o += gv * xv * inv;
+            }
+        }
+    }
 }
 
 impl F32Op2 for RmsNorm {
@@ -45,15 +162,13 @@ impl F32Op2 for RmsNorm {
         let n = whole_rows(x.len(), d, "rms_norm")?;
         let mut out = Vec::with_capacity(n);
         // written through the spare capacity, without a zero fill first
-        for (xr, yr) in x
-            .chunks_exact(d)
-            .zip(out.spare_capacity_mut()[..n].chunks_exact_mut(d))
-        {
-            let inv = inv_rms(xr, self.eps);
-            for ((y, &v), &wv) in yr.iter_mut().zip(xr).zip(w) {
-                y.write(v * inv * wv);
-            }
-        }
+        widest(Fwd {
+            x,
+            w,
+            d,
+            eps: self.eps,
+            y: &mut out.spare_capacity_mut()[..n],
+        });
         // SAFETY: the n / d rows of d elements above wrote all n elements (`whole_rows`; `w`
         // has d elements, checked above).
         unsafe { out.set_len(n) };
@@ -105,25 +220,14 @@ impl F32Op3 for RmsNormBwdX {
             candle_core::bail!("rms_norm backward: operands do not fit the gradient")
         }
         let mut out = Vec::with_capacity(n);
-        for ((gr, xr), dr) in g
-            .chunks_exact(d)
-            .zip(x.chunks_exact(d))
-            .zip(out.spare_capacity_mut()[..n].chunks_exact_mut(d))
-        {
-            let inv = inv_rms(xr, self.0.eps);
-            // mean(g * w * n) with n = x * inv
-            let dot = gr
-                .iter()
-                .zip(xr)
-                .zip(w)
-                .map(|((gv, xv), wv)| gv * wv * xv)
-                .sum::<f32>()
-                * inv
-                / d as f32;
-            for (((o, &gv), &xv), &wv) in dr.iter_mut().zip(gr).zip(xr).zip(w) {
-                o.write(inv * (gv * wv - xv * inv * dot));
-            }
-        }
+        widest(BwdX {
+            g,
+            x,
+            w,
+            d,
+            eps: self.0.eps,
+            dx: &mut out.spare_capacity_mut()[..n],
+        });
         // SAFETY: the n / d rows of d elements above wrote all n elements (`whole_rows`; `x`
         // has n and `w` d elements, checked above).
         unsafe { out.set_len(n) };
@@ -160,12 +264,13 @@ impl F32Op2 for RmsNormBwdW {
     fn f(&self, g: Rows<'_>, x: Rows<'_>) -> Result<Vec<f32>> {
         let (g, d, x) = (g.data, g.d, x.data);
         let mut dw = vec![0f32; d];
-        for (gr, xr) in g.chunks_exact(d).zip(x.chunks_exact(d)) {
-            let inv = inv_rms(xr, self.0.eps);
-            for ((o, &gv), &xv) in dw.iter_mut().zip(gr).zip(xr) {
-                *o += gv * xv * inv;
-            }
-        }
+        widest(BwdW {
+            g,
+            x,
+            d,
+            eps: self.0.eps,
+            dw: &mut dw,
+        });
         Ok(dw)
     }
 
@@ -198,7 +303,14 @@ mod tests {
 
     #[test]
     fn rms_norm_matches_the_composed_form() {
-        let (x, w) = (var(&[2, 5, 16], 2.0), var(&[16], 1.0));
+        // d = 16: whole lanes only; d = 37: two lane blocks and a remainder of 5
+        for d in [16, 37] {
+            rms_norm_matches_the_composed_form_at(d);
+        }
+    }
+
+    fn rms_norm_matches_the_composed_form_at(d: usize) {
+        let (x, w) = (var(&[2, 5, d], 2.0), var(&[d], 1.0));
         let composed = |t: &[&Tensor]| {
             let inv = t[0]
                 .sqr()
