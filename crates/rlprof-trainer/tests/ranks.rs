@@ -175,11 +175,20 @@ fn the_critic_on_two_ranks_matches_one_rank() {
     for (r, h) in handles.into_iter().enumerate() {
         let (p, state) = h.join().unwrap();
         assert_eq!(state, p1.len().div_ceil(2), "rank {r} holds only its shard");
-        let max_diff = p
-            .iter()
-            .zip(&p1)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
-        assert!(max_diff < 2e-5, "rank {r}: max |diff| {max_diff}");
+        // The two runs sum each gradient in a different order (one rank's micro-batches vs two
+        // ranks' partial sums reduce-scattered), so they agree to rounding, not bit for bit.
+        // Adam's first steps divide a gradient by its own magnitude: a parameter whose gradient
+        // is near Adam's eps turns that rounding into an update difference of up to ~1e-3 of
+        // lr (0.01) here. So the bulk must agree to 5e-6 and every parameter to 1% of one lr
+        // step; a shard mix-up moves thousands of parameters by ~lr.
+        let diffs: Vec<f32> = p.iter().zip(&p1).map(|(a, b)| (a - b).abs()).collect();
+        let max_diff = diffs.iter().copied().fold(0f32, f32::max);
+        let loose = diffs.iter().filter(|&&d| d > 5e-6).count();
+        assert!(max_diff < 1e-4, "rank {r}: max |diff| {max_diff}");
+        assert!(
+            loose * 1000 < diffs.len(),
+            "rank {r}: {loose} of {} parameters differ by more than 5e-6",
+            diffs.len()
+        );
     }
 }
