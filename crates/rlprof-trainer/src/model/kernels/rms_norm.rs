@@ -46,19 +46,44 @@ fn lane_total(acc: [f32; LANES]) -> f32 {
     a[0]
 }
 
-/// `sum_i f(i)` over `0..n`, `LANES` sums at a time.
+/// `sum_i a[i] * b[i] * c[i]` (`c` None: `sum_i a[i] * b[i]`), `LANES` sums at a time (chunks,
+/// not indices: the index form kept its bounds checks and stayed scalar).
 #[inline(always)]
-fn lane_sum(n: usize, f: impl Fn(usize) -> f32) -> f32 {
+fn lane_dot(a: &[f32], b: &[f32], c: Option<&[f32]>) -> f32 {
+    let n = a.len().min(b.len()).min(c.map_or(usize::MAX, <[f32]>::len));
+    let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0f32; LANES];
-    let whole = n / LANES * LANES;
-    for i in (0..whole).step_by(LANES) {
-        for (l, a) in acc.iter_mut().enumerate() {
-            *a += f(i + l);
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    let mut s = match c {
+        Some(c) => {
+            let c = &c[..n];
+            let cc = c.chunks_exact(LANES);
+            let rc = cc.remainder();
+            for ((x, y), z) in ca.zip(cb).zip(cc) {
+                for l in 0..LANES {
+                    acc[l] += x[l] * y[l] * z[l];
+                }
+            }
+            let mut s = lane_total(acc);
+            for ((x, y), z) in ra.iter().zip(rb).zip(rc) {
+                s += x * y * z;
+            }
+            s
         }
-    }
-    let mut s = lane_total(acc);
-    for i in whole..n {
-        s += f(i);
+        None => {
+            for (x, y) in ca.zip(cb) {
+                for l in 0..LANES {
+                    acc[l] += x[l] * y[l];
+                }
+            }
+            lane_total(acc)
+        }
+    };
+    if c.is_none() {
+        for (x, y) in ra.iter().zip(rb) {
+            s += x * y;
+        }
     }
     s
 }
@@ -66,7 +91,7 @@ fn lane_sum(n: usize, f: impl Fn(usize) -> f32) -> f32 {
 /// `1 / sqrt(mean(row^2) + eps)`.
 #[inline(always)]
 fn inv_rms(row: &[f32], eps: f32) -> f32 {
-    let ms = lane_sum(row.len(), |i| row[i] * row[i]) / row.len() as f32;
+    let ms = lane_dot(row, row, None) / row.len() as f32;
     1.0 / (ms + eps).sqrt()
 }
 
@@ -119,7 +144,7 @@ impl Body for BwdX<'_> {
             .zip(dx.chunks_exact_mut(d))
         {
             let inv = inv_rms(xr, eps);
-            let dot = lane_sum(d, |i| gr[i] * w[i] * xr[i]) * inv / d as f32;
+            let dot = lane_dot(gr, w, Some(xr)) * inv / d as f32;
             for (((o, &gv), &xv), &wv) in dr.iter_mut().zip(gr).zip(xr).zip(w) {
                 o.write(inv * (gv * wv - xv * inv * dot));
             }
