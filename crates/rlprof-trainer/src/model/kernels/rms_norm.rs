@@ -46,52 +46,48 @@ fn lane_total(acc: [f32; LANES]) -> f32 {
     a[0]
 }
 
-/// `sum_i a[i] * b[i] * c[i]` (`c` None: `sum_i a[i] * b[i]`), `LANES` sums at a time (chunks,
-/// not indices: the index form kept its bounds checks and stayed scalar).
+/// `sum_i a[i] * a[i]`, `LANES` sums at a time (over chunks, not indices: the indexed form
+/// kept its bounds checks and stayed scalar).
 #[inline(always)]
-fn lane_dot(a: &[f32], b: &[f32], c: Option<&[f32]>) -> f32 {
-    let n = a.len().min(b.len()).min(c.map_or(usize::MAX, <[f32]>::len));
-    let (a, b) = (&a[..n], &b[..n]);
+fn lane_sum_sq(a: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
-    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    let mut s = match c {
-        Some(c) => {
-            let c = &c[..n];
-            let cc = c.chunks_exact(LANES);
-            let rc = cc.remainder();
-            for ((x, y), z) in ca.zip(cb).zip(cc) {
-                for l in 0..LANES {
-                    acc[l] += x[l] * y[l] * z[l];
-                }
-            }
-            let mut s = lane_total(acc);
-            for ((x, y), z) in ra.iter().zip(rb).zip(rc) {
-                s += x * y * z;
-            }
-            s
-        }
-        None => {
-            for (x, y) in ca.zip(cb) {
-                for l in 0..LANES {
-                    acc[l] += x[l] * y[l];
-                }
-            }
-            lane_total(acc)
-        }
-    };
-    if c.is_none() {
-        for (x, y) in ra.iter().zip(rb) {
-            s += x * y;
+    let ca = a.chunks_exact(LANES);
+    let ra = ca.remainder();
+    for x in ca {
+        for l in 0..LANES {
+            acc[l] += x[l] * x[l];
         }
     }
-    s
+    ra.iter().fold(lane_total(acc), |s, x| s + x * x)
+}
+
+/// `sum_i a[i] * b[i] * c[i]`, `LANES` sums at a time.
+#[inline(always)]
+fn lane_dot3(a: &[f32], b: &[f32], c: &[f32]) -> f32 {
+    let n = a.len().min(b.len()).min(c.len());
+    let (ca, cb, cc) = (
+        a[..n].chunks_exact(LANES),
+        b[..n].chunks_exact(LANES),
+        c[..n].chunks_exact(LANES),
+    );
+    let rest = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .zip(cc.remainder());
+    let mut acc = [0f32; LANES];
+    for ((x, y), z) in ca.zip(cb).zip(cc) {
+        for l in 0..LANES {
+            acc[l] += x[l] * y[l] * z[l];
+        }
+    }
+    rest.fold(lane_total(acc), |s, ((x, y), z)| s + x * y * z)
 }
 
 /// `1 / sqrt(mean(row^2) + eps)`.
 #[inline(always)]
 fn inv_rms(row: &[f32], eps: f32) -> f32 {
-    let ms = lane_dot(row, row, None) / row.len() as f32;
+    let ms = lane_sum_sq(row) / row.len() as f32;
     1.0 / (ms + eps).sqrt()
 }
 
@@ -144,7 +140,7 @@ impl Body for BwdX<'_> {
             .zip(dx.chunks_exact_mut(d))
         {
             let inv = inv_rms(xr, eps);
-            let dot = lane_dot(gr, w, Some(xr)) * inv / d as f32;
+            let dot = lane_dot3(gr, w, xr) * inv / d as f32;
             for (((o, &gv), &xv), &wv) in dr.iter_mut().zip(gr).zip(xr).zip(w) {
                 o.write(inv * (gv * wv - xv * inv * dot));
             }
