@@ -3,7 +3,7 @@
 
 use super::cpu_of;
 #[cfg(target_arch = "x86_64")]
-use super::simd::{avx2_fma, avx512};
+use super::simd::{avx2_fma, avx512, exp_poly16};
 use super::simd::{axpy, dots, exp_poly};
 use crate::model::autograd::tagged;
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
@@ -228,71 +228,131 @@ fn attn_fwd_avx2(q: View, k: View, v: View, mask: &HostMask, a: AttnDims, scale:
     attn_fwd_impl::<true>(q, k, v, mask, a, scale)
 }
 
-/// From this many query rows per call, the forward pass runs [`attn_fwd_avx512`] (its transposed
-/// copy of each head's keys is then read by at least this many queries).
+/// From this many query rows per call, the forward and backward passes run the AVX-512 block
+/// kernels ([`attn_fwd_avx512`], [`attn_bwd_avx512`]): their transposed copy of each head's keys
+/// is then read by at least this many queries.
 const BLOCKED_MIN_T: usize = 4;
 
-/// Query rows [`attn_fwd_avx512`] scores together (their score accumulators share each load
-/// of the transposed keys).
+/// Query rows the block kernels score together (their score accumulators share each load of
+/// the transposed keys).
 const QB: usize = 8;
 
-/// Softmax in place of one query row's raw scores `s` (dot products, padded to a multiple of 16)
-/// under additive mask row `m` (the same length; padding keys masked with `-inf`):
-/// `p = exp(s * scale + m - max)` normalised over the keys the row keeps, exactly 0 on the keys
-/// it masks (over all keys when it keeps none, as the dense softmax would): the probabilities
-/// [`attn_probs`] gives over its kept keys. 16-lane chunks, so that it vectorises.
-#[inline(always)]
-fn masked_softmax16(s: &mut [f32], m: &[f32], scale: f32) {
-    const L: usize = 16;
-    let n = s.len().min(m.len()) / L * L;
-    let (s, m) = (&mut s[..n], &m[..n]);
-    let mut mx = [f32::NEG_INFINITY; L];
-    for (sc, mc) in s.chunks_exact_mut(L).zip(m.chunks_exact(L)) {
-        for l in 0..L {
-            let x = sc[l] * scale + mc[l];
-            sc[l] = x;
-            let kx = if mc[l] > MASK_SKIP {
-                x
-            } else {
-                f32::NEG_INFINITY
-            };
-            mx[l] = if kx > mx[l] { kx } else { mx[l] };
+/// One batch row's mask, as the block kernels read it: each query row's mask padded to `tkp`
+/// keys with `-inf` (padding keys masked), and how far its softmax reaches (`nk`: one past its
+/// last kept key; all `tk` keys when it keeps none). Keys at or past `nk` get exactly 0, so the
+/// kernels stop there.
+struct PaddedMask {
+    mp: Vec<f32>,
+    nk: Vec<usize>,
+    tkp: usize,
+}
+
+impl PaddedMask {
+    fn new(t: usize, tkp: usize) -> PaddedMask {
+        PaddedMask {
+            mp: vec![f32::NEG_INFINITY; t * tkp],
+            nk: vec![0; t],
+            tkp,
         }
     }
-    let mut top = mx.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    // a row that keeps no key: softmax over all (real) keys
-    let kept = top > f32::NEG_INFINITY;
-    if !kept {
-        top = s
+
+    /// Takes batch row `bi` of `mask`.
+    fn fill(&mut self, mask: &HostMask, bi: usize) {
+        let (tk, tkp) = (mask.tk, self.tkp);
+        for (i, nk) in self.nk.iter_mut().enumerate() {
+            let row = mask.row(bi, i);
+            self.mp[i * tkp..i * tkp + tk].copy_from_slice(row);
+            *nk = row.iter().rposition(|&m| m > MASK_SKIP).map_or(tk, |j| j + 1);
+        }
+    }
+
+    fn row(&self, i: usize) -> &[f32] {
+        &self.mp[i * self.tkp..(i + 1) * self.tkp]
+    }
+
+    /// The 16-key chunks query rows `i0..i0 + nq` reach.
+    fn chunks(&self, i0: usize, nq: usize) -> usize {
+        self.nk[i0..i0 + nq]
             .iter()
-            .zip(m)
-            .filter(|(_, mv)| **mv > f32::NEG_INFINITY)
-            .fold(f32::NEG_INFINITY, |a, (x, _)| a.max(*x));
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .div_ceil(16)
     }
-    let mut acc = [0f32; L];
-    for (sc, mc) in s.chunks_exact_mut(L).zip(m.chunks_exact(L)) {
-        for l in 0..L {
-            let e = exp_poly(sc[l] - top);
-            let on = if kept {
-                mc[l] > MASK_SKIP
-            } else {
-                mc[l] > f32::NEG_INFINITY
-            };
-            let e = if on { e } else { 0.0 };
-            sc[l] = e;
-            acc[l] += e;
+}
+
+/// Softmax in place of one query row's raw scores `s` (dot products) over its first `nc`
+/// 16-key chunks, under the padded mask row `m` (padding keys `-inf`): `p = exp(s * scale + m -
+/// max)` normalised over the keys the row keeps, exactly 0 on the keys it masks (over all real
+/// keys when it keeps none, as the dense softmax would): the probabilities [`attn_probs`] gives
+/// over its kept keys, with [`exp_poly`]'s exact arithmetic (16 lanes by [`exp_poly16`]).
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline]
+unsafe fn masked_softmax_avx512(s: &mut [f32], m: &[f32], nc: usize, scale: f32) {
+    use std::arch::x86_64::*;
+    assert!(s.len() >= nc * 16 && m.len() >= nc * 16);
+    if nc == 0 {
+        return;
+    }
+    let (sp, mp) = (s.as_mut_ptr(), m.as_ptr());
+    let (vs, skip) = (_mm512_set1_ps(scale), _mm512_set1_ps(MASK_SKIP));
+    let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
+    // SAFETY (every access below): chunk c < nc, inside `s` and `m` (asserted above).
+    let mut mx = ninf;
+    for c in 0..nc {
+        unsafe {
+            let mv = _mm512_loadu_ps(mp.add(16 * c));
+            // a multiply then an add, as the scalar `s * scale + m` (no fused rounding)
+            let x = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(sp.add(16 * c)), vs), mv);
+            _mm512_storeu_ps(sp.add(16 * c), x);
+            let keep = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(mv, skip);
+            mx = _mm512_mask_max_ps(mx, keep, mx, x);
         }
     }
-    let inv = 1.0 / acc.iter().sum::<f32>();
-    s.iter_mut().for_each(|p| *p *= inv);
+    let mut top = _mm512_reduce_max_ps(mx);
+    // a row that keeps no key: softmax over all real keys
+    let kept = top > f32::NEG_INFINITY;
+    let on_above = if kept { skip } else { ninf };
+    if !kept {
+        for c in 0..nc {
+            unsafe {
+                let mv = _mm512_loadu_ps(mp.add(16 * c));
+                let real = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(mv, ninf);
+                mx = _mm512_mask_max_ps(mx, real, mx, _mm512_loadu_ps(sp.add(16 * c)));
+            }
+        }
+        top = _mm512_reduce_max_ps(mx);
+    }
+    let vt = _mm512_set1_ps(top);
+    let mut acc = _mm512_setzero_ps();
+    for c in 0..nc {
+        unsafe {
+            let on = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_loadu_ps(mp.add(16 * c)), on_above);
+            let x = _mm512_loadu_ps(sp.add(16 * c));
+            let e = _mm512_maskz_mov_ps(on, exp_poly16(_mm512_sub_ps(x, vt)));
+            _mm512_storeu_ps(sp.add(16 * c), e);
+            acc = _mm512_add_ps(acc, e);
+        }
+    }
+    let inv = _mm512_set1_ps(1.0 / _mm512_reduce_add_ps(acc));
+    for c in 0..nc {
+        unsafe {
+            let p = sp.add(16 * c);
+            _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), inv));
+        }
+    }
 }
 
 /// The forward pass for calls of several query rows, 16 keys per AVX-512 vector: per batch row
-/// and key head, the keys are copied transposed (`[D, Tk]`, padded to 16) once; then per query
-/// head, blocks of [`QB`] queries take their scores from one pass over that copy (a broadcast
-/// query element times 16 keys per fused multiply-add, no horizontal sums), the masked softmax
-/// of each row, and the weighted sum of the value rows of the keys it keeps, 16 output lanes
-/// per register.
+/// and key head, the keys are copied transposed (`[D, Tk]`, padded to 16; in-register 16 x 16
+/// transposes) once; then per query head, blocks of [`QB`] queries take their scores from one
+/// pass over that copy (a broadcast query element times 16 keys per fused multiply-add, no
+/// horizontal sums) up to the last key the block reaches, the masked softmax of each row, and
+/// the weighted sum of the value rows up to its last kept key, 16 output lanes per register.
 ///
 /// # Safety
 /// The CPU must support AVX-512F, AVX2 and FMA.
@@ -319,29 +379,30 @@ unsafe fn attn_fwd_avx512(
     let mut out = vec![0f32; b * t * h * d];
     let mut kt = vec![0f32; d * tkp];
     let mut sc = vec![0f32; QB * tkp];
-    // the mask row of the current query, padded with masked keys
-    let mut mp = vec![f32::NEG_INFINITY; tkp];
+    let mut pm = PaddedMask::new(t, tkp);
     for bi in 0..b {
+        pm.fill(mask, bi);
         for kh in 0..kvh {
-            transpose_rows(k, bi, kh, tk, d, tkp, &mut kt);
+            // SAFETY: AVX-512F (this function's contract).
+            unsafe { transpose_in(k, bi * k.s[0] + kh * k.s[2], tk, d, tkp, &mut kt) };
             let vbase = bi * v.s[0] + kh * v.s[2];
             for hi in kh * group..(kh + 1) * group {
                 let mut i0 = 0;
                 while i0 < t {
                     let nq = (t - i0).min(QB);
-                    let qr: [&[f32]; QB] =
-                        std::array::from_fn(|r| q.row(bi, i0 + r.min(nq - 1), hi, d));
+                    let nc = pm.chunks(i0, nq);
+                    let qr = block_rows(q, bi, i0, nq, hi, d);
                     // SAFETY: AVX-512F (this function's contract); sizes as documented.
-                    unsafe { block_scores(&kt, tkp, d, &qr, &mut sc) };
+                    unsafe { block_scores(&kt, tkp, nc, d, &qr, &mut sc) };
                     for r in 0..nq {
                         let i = i0 + r;
-                        mp[..tk].copy_from_slice(mask.row(bi, i));
                         let p = &mut sc[r * tkp..(r + 1) * tkp];
-                        masked_softmax16(p, &mp, scale);
                         let o = ((bi * t + i) * h + hi) * d;
-                        // SAFETY: AVX-512F (this function's contract); o + d <= out.len().
+                        // SAFETY: AVX-512F (this function's contract); nc * 16 <= tkp and
+                        // o + d <= out.len().
                         unsafe {
-                            weighted_rows(&p[..tk], v.data, vbase, v.s[1], d, &mut out[o..o + d])
+                            masked_softmax_avx512(p, pm.row(i), nc, scale);
+                            weighted_rows(&p[..pm.nk[i]], v.data, vbase, v.s[1], d, &mut out[o..o + d])
                         };
                     }
                     i0 += nq;
@@ -353,8 +414,9 @@ unsafe fn attn_fwd_avx512(
 }
 
 /// `dst[..d] = sum_j w[j] * row_j[..d]` over rows `j < w.len()` starting at `base + j * stride`
-/// (elements of `src`): 16 output lanes per vector, four keys in flight (independent
-/// accumulators, summed at the end).
+/// (elements of `src`): up to four 16-lane output chunks per pass over the rows, four rows in
+/// flight (row `j` into accumulator `j % 4`, summed at the end, so that trailing zero weights
+/// change nothing).
 ///
 /// # Safety
 /// The CPU must support AVX-512F; `dst` holds `d` elements.
@@ -369,58 +431,118 @@ unsafe fn weighted_rows(
     d: usize,
     dst: &mut [f32],
 ) {
-    use std::arch::x86_64::*;
     let n = w.len();
     assert!(dst.len() >= d);
     if n > 0 {
         // every row read below is inside `src`
         let _ = &src[base + (n - 1) * stride..base + (n - 1) * stride + d];
     }
-    let sp = src.as_ptr();
     let mut dc = 0;
     while dc < d {
-        let lanes: __mmask16 = if dc + 16 <= d {
-            !0
-        } else {
-            ((1u32 << (d - dc)) - 1) as __mmask16
-        };
-        // SAFETY: rows j < n are inside `src` (checked above; strides non-negative); the lanes
-        // read and written stay below d.
+        // SAFETY: rows j < n are inside `src` (checked above; strides non-negative), columns
+        // below d; `dst` holds d elements (asserted above).
         unsafe {
-            let ld = |j: usize| _mm512_maskz_loadu_ps(lanes, sp.add(base + j * stride + dc));
-            let mut acc = [_mm512_setzero_ps(); 4];
-            let mut j = 0;
-            while j + 4 <= n {
-                for (l, acc) in acc.iter_mut().enumerate() {
-                    *acc = _mm512_fmadd_ps(_mm512_set1_ps(w[j + l]), ld(j + l), *acc);
-                }
-                j += 4;
+            match (d - dc).div_ceil(16) {
+                1 => weighted_chunks::<1>(w, src.as_ptr(), base, stride, d, dc, dst.as_mut_ptr()),
+                2 => weighted_chunks::<2>(w, src.as_ptr(), base, stride, d, dc, dst.as_mut_ptr()),
+                3 => weighted_chunks::<3>(w, src.as_ptr(), base, stride, d, dc, dst.as_mut_ptr()),
+                _ => weighted_chunks::<4>(w, src.as_ptr(), base, stride, d, dc, dst.as_mut_ptr()),
             }
-            while j < n {
-                acc[0] = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), ld(j), acc[0]);
-                j += 1;
-            }
-            let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-            _mm512_mask_storeu_ps(dst.as_mut_ptr().add(dc), lanes, sum);
         }
-        dc += 16;
+        dc += 64;
     }
 }
 
-/// Scores of [`QB`] rows `rows` against the columns of `src_t` (`[D, Tkp]`, keys or values
-/// transposed, `Tkp` a multiple of 16) into `out` (`[QB, Tkp]`): a broadcast row element times
-/// 16 columns per fused multiply-add.
+/// The 16 lanes of a row's columns `c..c + 16` below `d`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn lanes(c: usize, d: usize) -> u16 {
+    if c + 16 <= d {
+        !0
+    } else if c >= d {
+        0
+    } else {
+        ((1u32 << (d - c)) - 1) as u16
+    }
+}
+
+/// [`weighted_rows`] on output columns `dc..dc + 16 * NC` (those below `d`).
 ///
 /// # Safety
-/// The CPU must support AVX-512F; `src_t` holds `d * tkp` and `out` `QB * tkp` elements, every
-/// row at least `d`.
+/// AVX-512F; rows `j < w.len()` of `src` (at `base + j * stride`) and `dst` hold columns `< d`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[inline]
-unsafe fn block_scores(src_t: &[f32], tkp: usize, d: usize, rows: &[&[f32]; QB], out: &mut [f32]) {
+unsafe fn weighted_chunks<const NC: usize>(
+    w: &[f32],
+    src: *const f32,
+    base: usize,
+    stride: usize,
+    d: usize,
+    dc: usize,
+    dst: *mut f32,
+) {
     use std::arch::x86_64::*;
-    assert!(src_t.len() >= d * tkp && out.len() >= QB * tkp && rows.iter().all(|r| r.len() >= d));
-    for jc in (0..tkp).step_by(16) {
+    let n = w.len();
+    let lane: [__mmask16; NC] = std::array::from_fn(|c| lanes(dc + 16 * c, d));
+    // SAFETY: the caller's contract; masked lanes are not read or written.
+    let ld = |j: usize, c: usize| unsafe {
+        _mm512_maskz_loadu_ps(lane[c], src.add(base + j * stride + dc + 16 * c))
+    };
+    let mut acc = [[_mm512_setzero_ps(); NC]; 4];
+    let n4 = n / 4 * 4;
+    let mut j = 0;
+    while j < n4 {
+        for (l, acc) in acc.iter_mut().enumerate() {
+            let wv = _mm512_set1_ps(w[j + l]);
+            for (c, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm512_fmadd_ps(wv, ld(j + l, c), *acc);
+            }
+        }
+        j += 4;
+    }
+    for (l, acc) in acc.iter_mut().enumerate().take(n - n4) {
+        let wv = _mm512_set1_ps(w[n4 + l]);
+        for (c, acc) in acc.iter_mut().enumerate() {
+            *acc = _mm512_fmadd_ps(wv, ld(n4 + l, c), *acc);
+        }
+    }
+    for c in 0..NC {
+        let sum = _mm512_add_ps(
+            _mm512_add_ps(acc[0][c], acc[1][c]),
+            _mm512_add_ps(acc[2][c], acc[3][c]),
+        );
+        // SAFETY: the caller's contract.
+        unsafe { _mm512_mask_storeu_ps(dst.add(dc + 16 * c), lane[c], sum) };
+    }
+}
+
+/// Scores of [`QB`] rows `rows` against the first `nc` 16-column chunks of `src_t` (`[D, Tkp]`,
+/// keys or values transposed, `Tkp` a multiple of 16) into `out` (`[QB, Tkp]`): a broadcast row
+/// element times 16 columns per fused multiply-add.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `nc * 16 <= tkp`, `src_t` holds `d * tkp` and `out`
+/// `QB * tkp` elements, every row at least `d`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline]
+unsafe fn block_scores(
+    src_t: &[f32],
+    tkp: usize,
+    nc: usize,
+    d: usize,
+    rows: &[&[f32]; QB],
+    out: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    assert!(
+        nc * 16 <= tkp
+            && src_t.len() >= d * tkp
+            && out.len() >= QB * tkp
+            && rows.iter().all(|r| r.len() >= d)
+    );
+    for jc in (0..nc * 16).step_by(16) {
         let mut acc = [_mm512_setzero_ps(); QB];
         for c in 0..d {
             // SAFETY: c < d and jc + 16 <= tkp: inside `src_t` (asserted above).
@@ -438,15 +560,300 @@ unsafe fn block_scores(src_t: &[f32], tkp: usize, d: usize, rows: &[&[f32]; QB],
     }
 }
 
-/// `[D, Tkp]` transposed copy of rows `0..tk` of `x` at (batch row `bi`, head `kh`) into `dst`
-/// (padding columns left as they are).
+/// Rows `i0..i0 + nq` of head `hi` of batch row `bi`, the last repeated up to [`QB`].
 #[inline(always)]
-fn transpose_rows(x: View, bi: usize, kh: usize, tk: usize, d: usize, tkp: usize, dst: &mut [f32]) {
-    for j in 0..tk {
-        for (c, &e) in x.row(bi, j, kh, d).iter().enumerate() {
-            dst[c * tkp + j] = e;
+fn block_rows<'a>(x: View<'a>, bi: usize, i0: usize, nq: usize, hi: usize, d: usize) -> [&'a [f32]; QB] {
+    std::array::from_fn(|r| x.row(bi, i0 + r.min(nq - 1), hi, d))
+}
+
+/// Transposes 16 vectors in registers: lane `l` of output `c` is lane `c` of input `l`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn transpose16(r: &mut [std::arch::x86_64::__m512; 16]) {
+    use std::arch::x86_64::*;
+    // pairs: per 128-bit lane L, [r0[4L], r1[4L], r0[4L+1], r1[4L+1]] and the next two columns
+    let a: [__m512; 16] = std::array::from_fn(|i| {
+        let (x, y) = (r[i & !1], r[i | 1]);
+        if i & 1 == 0 {
+            _mm512_unpacklo_ps(x, y)
+        } else {
+            _mm512_unpackhi_ps(x, y)
+        }
+    });
+    // quads: c[4g + m] holds, per 128-bit lane L, column 4L + m of rows 4g..4g + 4
+    let c: [__m512; 16] = std::array::from_fn(|i| {
+        let (g, m) = (i / 4, i % 4);
+        let (x, y) = (a[4 * g + m / 2], a[4 * g + 2 + m / 2]);
+        if m % 2 == 0 {
+            _mm512_shuffle_ps::<0x44>(x, y)
+        } else {
+            _mm512_shuffle_ps::<0xEE>(x, y)
+        }
+    });
+    // 128-bit lanes: output 4L + m gathers lane L of c[m], c[4 + m], c[8 + m], c[12 + m]
+    for m in 0..4 {
+        let x01 = _mm512_shuffle_f32x4::<0x44>(c[m], c[4 + m]);
+        let x23 = _mm512_shuffle_f32x4::<0xEE>(c[m], c[4 + m]);
+        let y01 = _mm512_shuffle_f32x4::<0x44>(c[8 + m], c[12 + m]);
+        let y23 = _mm512_shuffle_f32x4::<0xEE>(c[8 + m], c[12 + m]);
+        r[m] = _mm512_shuffle_f32x4::<0x88>(x01, y01);
+        r[4 + m] = _mm512_shuffle_f32x4::<0xDD>(x01, y01);
+        r[8 + m] = _mm512_shuffle_f32x4::<0x88>(x23, y23);
+        r[12 + m] = _mm512_shuffle_f32x4::<0xDD>(x23, y23);
+    }
+}
+
+/// `[D, Tkp]` transposed copy of rows `0..tk` (columns `0..d`) of `x` at `base + j * x.s[1]`
+/// into `dst`, padding columns `tk..tkp` zero: 16 x 16 tiles transposed in registers.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `tkp` is `tk` rounded up to 16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline]
+unsafe fn transpose_in(x: View, base: usize, tk: usize, d: usize, tkp: usize, dst: &mut [f32]) {
+    use std::arch::x86_64::*;
+    assert!(tkp >= tk && tkp % 16 == 0 && dst.len() >= d * tkp);
+    if tk > 0 && d > 0 {
+        let _ = &x.data[base + (tk - 1) * x.s[1]..base + (tk - 1) * x.s[1] + d];
+    }
+    let sp = x.data.as_ptr();
+    for j0 in (0..tk).step_by(16) {
+        for c0 in (0..d).step_by(16) {
+            let m = lanes(c0, d);
+            let mut r: [__m512; 16] = std::array::from_fn(|l| {
+                if j0 + l < tk {
+                    // SAFETY: row j0 + l < tk is inside `x.data` (checked above), lanes < d.
+                    unsafe { _mm512_maskz_loadu_ps(m, sp.add(base + (j0 + l) * x.s[1] + c0)) }
+                } else {
+                    _mm512_setzero_ps()
+                }
+            });
+            transpose16(&mut r);
+            for (cc, r) in r.iter().enumerate().take((d - c0).min(16)) {
+                // SAFETY: c0 + cc < d and j0 + 16 <= tkp: inside `dst` (asserted above).
+                unsafe { _mm512_storeu_ps(dst.as_mut_ptr().add((c0 + cc) * tkp + j0), *r) };
+            }
         }
     }
+}
+
+/// The inverse of [`transpose_in`]: columns `0..tk` of `src_t` (`[D, Tkp]`) as rows of `d`
+/// elements at `dst[base + j * stride..]`.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `tkp` is `tk` rounded up to 16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline]
+unsafe fn transpose_out(
+    src_t: &[f32],
+    tk: usize,
+    d: usize,
+    tkp: usize,
+    dst: &mut [f32],
+    base: usize,
+    stride: usize,
+) {
+    use std::arch::x86_64::*;
+    assert!(tkp >= tk && tkp % 16 == 0 && src_t.len() >= d * tkp);
+    if tk > 0 && d > 0 {
+        let _ = &mut dst[base + (tk - 1) * stride..base + (tk - 1) * stride + d];
+    }
+    for c0 in (0..d).step_by(16) {
+        let m = lanes(c0, d);
+        for j0 in (0..tk).step_by(16) {
+            let mut r: [__m512; 16] = std::array::from_fn(|l| {
+                if c0 + l < d {
+                    // SAFETY: row c0 + l < d, columns j0..j0 + 16 <= tkp (asserted above).
+                    unsafe { _mm512_loadu_ps(src_t.as_ptr().add((c0 + l) * tkp + j0)) }
+                } else {
+                    _mm512_setzero_ps()
+                }
+            });
+            transpose16(&mut r);
+            for (jj, r) in r.iter().enumerate().take((tk - j0).min(16)) {
+                // SAFETY: row j0 + jj < tk is inside `dst` (checked above), lanes < d.
+                unsafe {
+                    _mm512_mask_storeu_ps(dst.as_mut_ptr().add(base + (j0 + jj) * stride + c0), m, *r)
+                };
+            }
+        }
+    }
+}
+
+/// `dst_t[c, ..16 * nc] += sum_r rows[r][c] * w[r, ..16 * nc]` for `c < d` (`dst_t` `[D, Tkp]`,
+/// `w` `[QB, Tkp]`), rows `r < nq`: the key-side gradients of a query block, `dK^T += Q^T dS`
+/// and `dV^T += G^T P`.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `nc * 16 <= tkp`, `dst_t` holds `d * tkp` and `w` `QB * tkp`
+/// elements, every row at least `d`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline]
+unsafe fn block_outer_acc(
+    rows: &[&[f32]; QB],
+    w: &[f32],
+    nq: usize,
+    tkp: usize,
+    nc: usize,
+    d: usize,
+    dst_t: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    assert!(
+        nc * 16 <= tkp
+            && dst_t.len() >= d * tkp
+            && w.len() >= QB * tkp
+            && rows.iter().all(|r| r.len() >= d)
+    );
+    for jc in (0..nc * 16).step_by(16) {
+        // rows past nq weigh nothing
+        let wv: [__m512; QB] = std::array::from_fn(|r| {
+            if r < nq {
+                // SAFETY: r < QB, jc + 16 <= tkp: inside `w` (asserted above).
+                unsafe { _mm512_loadu_ps(w.as_ptr().add(r * tkp + jc)) }
+            } else {
+                _mm512_setzero_ps()
+            }
+        });
+        for c in 0..d {
+            // SAFETY: c < d, jc + 16 <= tkp: inside `dst_t`; c < every row's length (asserted).
+            unsafe {
+                let p = dst_t.as_mut_ptr().add(c * tkp + jc);
+                let x = |r: usize| _mm512_set1_ps(*rows[r].get_unchecked(c));
+                let mut even = _mm512_loadu_ps(p);
+                let mut odd = _mm512_setzero_ps();
+                for r in (0..QB).step_by(2) {
+                    even = _mm512_fmadd_ps(x(r), wv[r], even);
+                    odd = _mm512_fmadd_ps(x(r + 1), wv[r + 1], odd);
+                }
+                _mm512_storeu_ps(p, _mm512_add_ps(even, odd));
+            }
+        }
+    }
+}
+
+/// The backward pass for calls of several query rows, the block form of [`attn_bwd_impl`]: per
+/// batch row and key head, keys and values transposed once (as in [`attn_fwd_avx512`]) and the
+/// key/value gradients accumulated transposed (`[D, Tkp]`, written back at the end); per query
+/// head and block of [`QB`] queries, the scores `Q K^T` and `dP = G V^T` by [`block_scores`],
+/// each row's probabilities, `dS = P (dP - rowsum(P dP)) scale`, `dQ = dS K` by
+/// [`weighted_rows`], then `dK^T += Q^T dS` and `dV^T += G^T P` by [`block_outer_acc`], all up to
+/// the last key the block reaches.
+///
+/// # Safety
+/// The CPU must support AVX-512F, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn attn_bwd_avx512(
+    q: View,
+    k: View,
+    v: View,
+    g: View,
+    mask: &HostMask,
+    a: AttnDims,
+    scale: f32,
+) -> AttnGrads {
+    use std::arch::x86_64::*;
+    let AttnDims {
+        b,
+        t,
+        tk,
+        h,
+        kvh,
+        d,
+    } = a;
+    let group = h / kvh;
+    let tkp = tk.div_ceil(16) * 16;
+    let mut dq = vec![0f32; b * t * h * d];
+    let mut dk = vec![0f32; b * tk * kvh * d];
+    let mut dv = vec![0f32; b * tk * kvh * d];
+    let (mut kt, mut vt) = (vec![0f32; d * tkp], vec![0f32; d * tkp]);
+    let (mut dkt, mut dvt) = (vec![0f32; d * tkp], vec![0f32; d * tkp]);
+    let (mut sc, mut dp) = (vec![0f32; QB * tkp], vec![0f32; QB * tkp]);
+    let mut pm = PaddedMask::new(t, tkp);
+    for bi in 0..b {
+        pm.fill(mask, bi);
+        for kh in 0..kvh {
+            let (kbase, vbase) = (bi * k.s[0] + kh * k.s[2], bi * v.s[0] + kh * v.s[2]);
+            // SAFETY: AVX-512F (this function's contract); tkp is tk rounded up to 16.
+            unsafe {
+                transpose_in(k, kbase, tk, d, tkp, &mut kt);
+                transpose_in(v, vbase, tk, d, tkp, &mut vt);
+            }
+            dkt.fill(0.0);
+            dvt.fill(0.0);
+            for hi in kh * group..(kh + 1) * group {
+                let mut i0 = 0;
+                while i0 < t {
+                    let nq = (t - i0).min(QB);
+                    let nc = pm.chunks(i0, nq);
+                    let (qr, gr) = (
+                        block_rows(q, bi, i0, nq, hi, d),
+                        block_rows(g, bi, i0, nq, hi, d),
+                    );
+                    // SAFETY: AVX-512F (this function's contract); nc * 16 <= tkp, buffers
+                    // sized as the helpers document.
+                    unsafe {
+                        block_scores(&kt, tkp, nc, d, &qr, &mut sc);
+                        block_scores(&vt, tkp, nc, d, &gr, &mut dp);
+                    }
+                    for r in 0..nq {
+                        let i = i0 + r;
+                        let (p, dpr) = (
+                            &mut sc[r * tkp..(r + 1) * tkp],
+                            &mut dp[r * tkp..(r + 1) * tkp],
+                        );
+                        // SAFETY: AVX-512F; chunks c < nc lie inside both rows (nc * 16 <= tkp).
+                        unsafe {
+                            masked_softmax_avx512(p, pm.row(i), nc, scale);
+                            let (pp, dpp) = (p.as_ptr(), dpr.as_mut_ptr());
+                            let mut acc = _mm512_setzero_ps();
+                            for c in 0..nc {
+                                let (pv, dv) = (
+                                    _mm512_loadu_ps(pp.add(16 * c)),
+                                    _mm512_loadu_ps(dpp.add(16 * c)),
+                                );
+                                acc = _mm512_add_ps(acc, _mm512_mul_ps(pv, dv));
+                            }
+                            let dsum = _mm512_set1_ps(_mm512_reduce_add_ps(acc));
+                            let vs = _mm512_set1_ps(scale);
+                            for c in 0..nc {
+                                let (pv, dv) = (
+                                    _mm512_loadu_ps(pp.add(16 * c)),
+                                    _mm512_loadu_ps(dpp.add(16 * c)),
+                                );
+                                let ds = _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(dv, dsum)), vs);
+                                _mm512_storeu_ps(dpp.add(16 * c), ds);
+                            }
+                        }
+                        let o = ((bi * t + i) * h + hi) * d;
+                        // SAFETY: AVX-512F; o + d <= dq.len().
+                        unsafe {
+                            weighted_rows(&dpr[..pm.nk[i]], k.data, kbase, k.s[1], d, &mut dq[o..o + d])
+                        };
+                    }
+                    // SAFETY: AVX-512F; nc * 16 <= tkp, buffers sized as documented.
+                    unsafe {
+                        block_outer_acc(&qr, &dp, nq, tkp, nc, d, &mut dkt);
+                        block_outer_acc(&gr, &sc, nq, tkp, nc, d, &mut dvt);
+                    }
+                    i0 += nq;
+                }
+            }
+            let base = (bi * tk * kvh + kh) * d;
+            // SAFETY: AVX-512F; rows (bi, j, kh) of the contiguous [B, Tk, KVH, D] gradients.
+            unsafe {
+                transpose_out(&dkt, tk, d, tkp, &mut dk, base, kvh * d);
+                transpose_out(&dvt, tk, d, tkp, &mut dv, base, kvh * d);
+            }
+        }
+    }
+    (dq, dk, dv)
 }
 
 fn attn_fwd(q: View, k: View, v: View, mask: &HostMask, a: AttnDims, scale: f32) -> Vec<f32> {
@@ -544,6 +951,11 @@ fn attn_bwd(
     a: AttnDims,
     scale: f32,
 ) -> AttnGrads {
+    #[cfg(target_arch = "x86_64")]
+    if a.t >= BLOCKED_MIN_T && avx512() {
+        // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked above).
+        return unsafe { attn_bwd_avx512(q, k, v, g, mask, a, scale) };
+    }
     #[cfg(target_arch = "x86_64")]
     if avx2_fma() {
         // SAFETY: the CPU supports AVX2 and FMA (checked above).
@@ -714,6 +1126,233 @@ mod tests {
     }
 }
 
+
+/// The AVX-512 forward as it was before the intrinsic softmax, in-register transposes and
+/// masked-key trimming: the baseline of the kernel timings (`attention_kernel_timings`).
+#[cfg(all(test, target_arch = "x86_64"))]
+#[allow(unsafe_op_in_unsafe_fn, clippy::all)]
+mod baseline {
+    use super::super::simd::exp_poly;
+    use super::{AttnDims, HostMask, MASK_SKIP, View};
+
+    /// Query rows [`attn_fwd_avx512`] scores together (their score accumulators share each load
+    /// of the transposed keys).
+    const QB: usize = 8;
+
+    /// Softmax in place of one query row's raw scores `s` (dot products, padded to a multiple of 16)
+    /// under additive mask row `m` (the same length; padding keys masked with `-inf`):
+    /// `p = exp(s * scale + m - max)` normalised over the keys the row keeps, exactly 0 on the keys
+    /// it masks (over all keys when it keeps none, as the dense softmax would): the probabilities
+    /// [`attn_probs`] gives over its kept keys. 16-lane chunks, so that it vectorises.
+    #[inline(always)]
+    fn masked_softmax16(s: &mut [f32], m: &[f32], scale: f32) {
+        const L: usize = 16;
+        let n = s.len().min(m.len()) / L * L;
+        let (s, m) = (&mut s[..n], &m[..n]);
+        let mut mx = [f32::NEG_INFINITY; L];
+        for (sc, mc) in s.chunks_exact_mut(L).zip(m.chunks_exact(L)) {
+            for l in 0..L {
+                let x = sc[l] * scale + mc[l];
+                sc[l] = x;
+                let kx = if mc[l] > MASK_SKIP {
+                    x
+                } else {
+                    f32::NEG_INFINITY
+                };
+                mx[l] = if kx > mx[l] { kx } else { mx[l] };
+            }
+        }
+        let mut top = mx.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        // a row that keeps no key: softmax over all (real) keys
+        let kept = top > f32::NEG_INFINITY;
+        if !kept {
+            top = s
+                .iter()
+                .zip(m)
+                .filter(|(_, mv)| **mv > f32::NEG_INFINITY)
+                .fold(f32::NEG_INFINITY, |a, (x, _)| a.max(*x));
+        }
+        let mut acc = [0f32; L];
+        for (sc, mc) in s.chunks_exact_mut(L).zip(m.chunks_exact(L)) {
+            for l in 0..L {
+                let e = exp_poly(sc[l] - top);
+                let on = if kept {
+                    mc[l] > MASK_SKIP
+                } else {
+                    mc[l] > f32::NEG_INFINITY
+                };
+                let e = if on { e } else { 0.0 };
+                sc[l] = e;
+                acc[l] += e;
+            }
+        }
+        let inv = 1.0 / acc.iter().sum::<f32>();
+        s.iter_mut().for_each(|p| *p *= inv);
+    }
+
+    /// The forward pass for calls of several query rows, 16 keys per AVX-512 vector: per batch row
+    /// and key head, the keys are copied transposed (`[D, Tk]`, padded to 16) once; then per query
+    /// head, blocks of [`QB`] queries take their scores from one pass over that copy (a broadcast
+    /// query element times 16 keys per fused multiply-add, no horizontal sums), the masked softmax
+    /// of each row, and the weighted sum of the value rows of the keys it keeps, 16 output lanes
+    /// per register.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn attn_fwd_avx512(
+        q: View,
+        k: View,
+        v: View,
+        mask: &HostMask,
+        a: AttnDims,
+        scale: f32,
+    ) -> Vec<f32> {
+        let AttnDims {
+            b,
+            t,
+            tk,
+            h,
+            kvh,
+            d,
+        } = a;
+        let group = h / kvh;
+        let tkp = tk.div_ceil(16) * 16;
+        let mut out = vec![0f32; b * t * h * d];
+        let mut kt = vec![0f32; d * tkp];
+        let mut sc = vec![0f32; QB * tkp];
+        // the mask row of the current query, padded with masked keys
+        let mut mp = vec![f32::NEG_INFINITY; tkp];
+        for bi in 0..b {
+            for kh in 0..kvh {
+                transpose_rows(k, bi, kh, tk, d, tkp, &mut kt);
+                let vbase = bi * v.s[0] + kh * v.s[2];
+                for hi in kh * group..(kh + 1) * group {
+                    let mut i0 = 0;
+                    while i0 < t {
+                        let nq = (t - i0).min(QB);
+                        let qr: [&[f32]; QB] =
+                            std::array::from_fn(|r| q.row(bi, i0 + r.min(nq - 1), hi, d));
+                        // SAFETY: AVX-512F (this function's contract); sizes as documented.
+                        unsafe { block_scores(&kt, tkp, d, &qr, &mut sc) };
+                        for r in 0..nq {
+                            let i = i0 + r;
+                            mp[..tk].copy_from_slice(mask.row(bi, i));
+                            let p = &mut sc[r * tkp..(r + 1) * tkp];
+                            masked_softmax16(p, &mp, scale);
+                            let o = ((bi * t + i) * h + hi) * d;
+                            // SAFETY: AVX-512F (this function's contract); o + d <= out.len().
+                            unsafe {
+                                weighted_rows(&p[..tk], v.data, vbase, v.s[1], d, &mut out[o..o + d])
+                            };
+                        }
+                        i0 += nq;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// `dst[..d] = sum_j w[j] * row_j[..d]` over rows `j < w.len()` starting at `base + j * stride`
+    /// (elements of `src`): 16 output lanes per vector, four keys in flight (independent
+    /// accumulators, summed at the end).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `dst` holds `d` elements.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    unsafe fn weighted_rows(
+        w: &[f32],
+        src: &[f32],
+        base: usize,
+        stride: usize,
+        d: usize,
+        dst: &mut [f32],
+    ) {
+        use std::arch::x86_64::*;
+        let n = w.len();
+        assert!(dst.len() >= d);
+        if n > 0 {
+            // every row read below is inside `src`
+            let _ = &src[base + (n - 1) * stride..base + (n - 1) * stride + d];
+        }
+        let sp = src.as_ptr();
+        let mut dc = 0;
+        while dc < d {
+            let lanes: __mmask16 = if dc + 16 <= d {
+                !0
+            } else {
+                ((1u32 << (d - dc)) - 1) as __mmask16
+            };
+            // SAFETY: rows j < n are inside `src` (checked above; strides non-negative); the lanes
+            // read and written stay below d.
+            unsafe {
+                let ld = |j: usize| _mm512_maskz_loadu_ps(lanes, sp.add(base + j * stride + dc));
+                let mut acc = [_mm512_setzero_ps(); 4];
+                let mut j = 0;
+                while j + 4 <= n {
+                    for (l, acc) in acc.iter_mut().enumerate() {
+                        *acc = _mm512_fmadd_ps(_mm512_set1_ps(w[j + l]), ld(j + l), *acc);
+                    }
+                    j += 4;
+                }
+                while j < n {
+                    acc[0] = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), ld(j), acc[0]);
+                    j += 1;
+                }
+                let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+                _mm512_mask_storeu_ps(dst.as_mut_ptr().add(dc), lanes, sum);
+            }
+            dc += 16;
+        }
+    }
+
+    /// Scores of [`QB`] rows `rows` against the columns of `src_t` (`[D, Tkp]`, keys or values
+    /// transposed, `Tkp` a multiple of 16) into `out` (`[QB, Tkp]`): a broadcast row element times
+    /// 16 columns per fused multiply-add.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `src_t` holds `d * tkp` and `out` `QB * tkp` elements, every
+    /// row at least `d`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    unsafe fn block_scores(src_t: &[f32], tkp: usize, d: usize, rows: &[&[f32]; QB], out: &mut [f32]) {
+        use std::arch::x86_64::*;
+        assert!(src_t.len() >= d * tkp && out.len() >= QB * tkp && rows.iter().all(|r| r.len() >= d));
+        for jc in (0..tkp).step_by(16) {
+            let mut acc = [_mm512_setzero_ps(); QB];
+            for c in 0..d {
+                // SAFETY: c < d and jc + 16 <= tkp: inside `src_t` (asserted above).
+                let kv = unsafe { _mm512_loadu_ps(src_t.as_ptr().add(c * tkp + jc)) };
+                for (acc, row) in acc.iter_mut().zip(rows) {
+                    // SAFETY: c < d <= row.len() (asserted above).
+                    let x = unsafe { *row.get_unchecked(c) };
+                    *acc = _mm512_fmadd_ps(_mm512_set1_ps(x), kv, *acc);
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                // SAFETY: r < QB and jc + 16 <= tkp: inside `out` (asserted above).
+                unsafe { _mm512_storeu_ps(out.as_mut_ptr().add(r * tkp + jc), *acc) };
+            }
+        }
+    }
+
+    /// `[D, Tkp]` transposed copy of rows `0..tk` of `x` at (batch row `bi`, head `kh`) into `dst`
+    /// (padding columns left as they are).
+    #[inline(always)]
+    fn transpose_rows(x: View, bi: usize, kh: usize, tk: usize, d: usize, tkp: usize, dst: &mut [f32]) {
+        for j in 0..tk {
+            for (c, &e) in x.row(bi, j, kh, d).iter().enumerate() {
+                dst[c * tkp + j] = e;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod blocked_tests {
     use super::*;
@@ -765,6 +1404,247 @@ mod blocked_tests {
                 .map(|(x, y)| (x - y).abs())
                 .fold(0f32, f32::max);
             assert!(worst < 1e-5, "blocked vs row forward: {worst}");
+        }
+    }
+}
+
+/// The AVX-512 block kernels against the row kernels on odd shapes, raw views (strided caches
+/// included), and their timings on the benchmark's shapes.
+#[cfg(all(test, target_arch = "x86_64"))]
+mod avx512_tests {
+    use super::*;
+
+    /// A deterministic pseudo-random fill in `[-1, 1)`.
+    fn fill(n: usize, seed: u64) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    /// Query rows `i` of batch row `bi` see prompt keys `bi % 3..p` (left padding) and the
+    /// suffix keys up to their own; `dead` rows keep none.
+    fn suffix_mask(b: usize, p: usize, t: usize, dead: &[(usize, usize)]) -> Vec<f32> {
+        let tk = p + t;
+        let mut m = vec![-1e9f32; b * t * tk];
+        for bi in 0..b {
+            for i in 0..t {
+                if dead.contains(&(bi, i)) {
+                    continue;
+                }
+                for j in 0..tk {
+                    if (j < p && j >= bi % 3) || (j >= p && j - p <= i) {
+                        m[(bi * t + i) * tk + j] = 0.0;
+                    }
+                }
+            }
+        }
+        m
+    }
+
+    /// One attention call's inputs: q `[b, t, h, d]` read out of a `[b, t, h + 1, d]` buffer,
+    /// k and v `[b, tk, kvh, d]` out of a `cap`-row cache, g contiguous.
+    struct Case {
+        dims: AttnDims,
+        q: Vec<f32>,
+        k: Vec<f32>,
+        v: Vec<f32>,
+        g: Vec<f32>,
+        cap: usize,
+        mask: HostMask,
+    }
+
+    impl Case {
+        fn new(b: usize, p: usize, t: usize, h: usize, kvh: usize, d: usize, cap: usize) -> Case {
+            let tk = p + t;
+            let dead = [(0, 0), (b - 1, t / 2)];
+            Case {
+                dims: AttnDims {
+                    b,
+                    t,
+                    tk,
+                    h,
+                    kvh,
+                    d,
+                },
+                q: fill(b * t * (h + 1) * d, 1),
+                k: fill(b * cap * kvh * d, 2).iter().map(|x| 2.0 * x).collect(),
+                v: fill(b * cap * kvh * d, 3),
+                g: fill(b * t * h * d, 4),
+                cap,
+                mask: HostMask::new(suffix_mask(b, p, t, &dead), b, t, tk).unwrap(),
+            }
+        }
+
+        fn views(&self) -> (View<'_>, View<'_>, View<'_>, View<'_>) {
+            let AttnDims { t, h, kvh, d, .. } = self.dims;
+            let q = View {
+                data: &self.q,
+                s: [t * (h + 1) * d, (h + 1) * d, d],
+            };
+            let cs = [self.cap * kvh * d, kvh * d, d];
+            let (k, v) = (View { data: &self.k, s: cs }, View { data: &self.v, s: cs });
+            let g = View {
+                data: &self.g,
+                s: [t * h * d, h * d, d],
+            };
+            (q, k, v, g)
+        }
+    }
+
+    fn worst(a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len());
+        let top = b.iter().fold(0f32, |m, x| m.max(x.abs()));
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max)
+            / (1.0 + top)
+    }
+
+    /// Partial 16-key chunks, partial query blocks, head sizes below, at and past 16 and 64,
+    /// grouped heads, rows that keep no key, keys read out of a longer cache.
+    const SHAPES: [(usize, usize, usize, usize, usize, usize, usize); 6] = [
+        (3, 5, 7, 4, 2, 40, 14),
+        (2, 0, 19, 6, 2, 8, 21),
+        (2, 16, 32, 4, 4, 32, 48),
+        (1, 3, 9, 2, 1, 72, 30),
+        (2, 1, 4, 3, 3, 16, 5),
+        (4, 16, 16, 4, 4, 17, 33),
+    ];
+
+    #[test]
+    fn avx512_forward_and_backward_equal_the_portable_ones() {
+        if !avx512() {
+            return;
+        }
+        for (b, p, t, h, kvh, d, cap) in SHAPES {
+            let c = Case::new(b, p, t, h, kvh, d, cap);
+            let (q, k, v, g) = c.views();
+            let want = attn_fwd_impl::<false>(q, k, v, &c.mask, c.dims, 0.3);
+            // SAFETY: AVX-512F checked above.
+            let got = unsafe { attn_fwd_avx512(q, k, v, &c.mask, c.dims, 0.3) };
+            let e = worst(&got, &want);
+            assert!(e < 2e-6, "forward {:?}: {e}", (b, p, t, h, kvh, d));
+            let (wq, wk, wv) = attn_bwd_impl::<false>(q, k, v, g, &c.mask, c.dims, 0.3);
+            // SAFETY: AVX-512F checked above.
+            let (gq, gk, gv) = unsafe { attn_bwd_avx512(q, k, v, g, &c.mask, c.dims, 0.3) };
+            for (what, x, y) in [("dq", &gq, &wq), ("dk", &gk, &wk), ("dv", &gv, &wv)] {
+                let e = worst(x, y);
+                assert!(e < 2e-6, "{what} {:?}: {e}", (b, p, t, h, kvh, d));
+            }
+            // the dead rows: uniform over the real keys, so not all zero
+            let o = ((b - 1) * t + t / 2) * h * d;
+            assert!(got[o..o + d].iter().any(|x| *x != 0.0));
+        }
+    }
+
+    #[test]
+    fn tile_transposes_round_trip_every_shape() {
+        if !avx512() {
+            return;
+        }
+        for (tk, d) in [(1, 1), (15, 8), (16, 16), (17, 40), (48, 32), (33, 72)] {
+            let (cap, stride) = (tk + 3, d + 5);
+            let src = fill(cap * stride + 7, 9);
+            let x = View {
+                data: &src,
+                s: [0, stride, 0],
+            };
+            let tkp = tk.div_ceil(16) * 16;
+            let mut t = vec![f32::NAN; d * tkp];
+            // SAFETY: AVX-512F checked above; tkp is tk rounded up to 16.
+            unsafe { transpose_in(x, 7, tk, d, tkp, &mut t) };
+            for c in 0..d {
+                for j in 0..tkp {
+                    let want = if j < tk { src[7 + j * stride + c] } else { 0.0 };
+                    assert_eq!(t[c * tkp + j], want, "tk {tk} d {d}: ({c}, {j})");
+                }
+            }
+            let mut back = vec![-1f32; cap * stride + 7];
+            // SAFETY: as above.
+            unsafe { transpose_out(&t, tk, d, tkp, &mut back, 7, stride) };
+            for (i, (&x, &y)) in back.iter().zip(&src).enumerate() {
+                let inside = i >= 7 && (i - 7) / stride < tk && (i - 7) % stride < d;
+                assert_eq!(x, if inside { y } else { -1.0 }, "tk {tk} d {d}: {i}");
+            }
+        }
+    }
+
+    fn median_us(mut f: impl FnMut(), reps: usize) -> f64 {
+        let mut ts: Vec<f64> = (0..reps)
+            .map(|_| {
+                let t0 = std::time::Instant::now();
+                f();
+                t0.elapsed().as_secs_f64() * 1e6
+            })
+            .collect();
+        ts.sort_by(f64::total_cmp);
+        ts[reps / 2]
+    }
+
+    /// Medians of the kernels on the tiny benchmark's shapes (the 32-query suffix after a
+    /// 16-token prompt, and the prompt itself), old and new alternating in one run:
+    /// `cargo test -p rlprof-trainer --release --lib attention_kernel_timings -- --ignored
+    /// --nocapture`.
+    #[test]
+    #[ignore = "a timing, run by hand"]
+    fn attention_kernel_timings() {
+        if !avx512() {
+            return;
+        }
+        let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let model = cpu.lines().find(|l| l.starts_with("model name")).unwrap_or("");
+        println!("{model}");
+        for (b, p, t, h, kvh, d) in [(32, 16, 32, 4, 4, 32), (4, 0, 16, 4, 4, 32)] {
+            let c = Case::new(b, p, t, h, kvh, d, p + t);
+            let (q, k, v, g) = c.views();
+            let (m, a) = (&c.mask, c.dims);
+            let mut sink = 0f32;
+            let reps = 400;
+            let (mut fo, mut fn_, mut fr, mut bo, mut bn) = (vec![], vec![], vec![], vec![], vec![]);
+            for _ in 0..5 {
+                // SAFETY (all): AVX-512F checked above.
+                fo.push(median_us(
+                    || sink += unsafe { baseline::attn_fwd_avx512(q, k, v, m, a, 0.2) }[0],
+                    reps,
+                ));
+                fn_.push(median_us(
+                    || sink += unsafe { attn_fwd_avx512(q, k, v, m, a, 0.2) }[0],
+                    reps,
+                ));
+                fr.push(median_us(
+                    || sink += unsafe { attn_fwd_avx2(q, k, v, m, a, 0.2) }[0],
+                    reps,
+                ));
+                bo.push(median_us(
+                    || sink += unsafe { attn_bwd_avx2(q, k, v, g, m, a, 0.2) }.0[0],
+                    reps / 4,
+                ));
+                bn.push(median_us(
+                    || sink += unsafe { attn_bwd_avx512(q, k, v, g, m, a, 0.2) }.0[0],
+                    reps / 4,
+                ));
+            }
+            let med = |x: &mut Vec<f64>| {
+                x.sort_by(f64::total_cmp);
+                x[x.len() / 2]
+            };
+            let (fo, fn_, fr, bo, bn) =
+                (med(&mut fo), med(&mut fn_), med(&mut fr), med(&mut bo), med(&mut bn));
+            println!(
+                "b {b} t {t} tk {} h {h} d {d}: forward old blocked {fo:.1} us, new {fn_:.1} us \
+                 ({:.2}x), row avx2 {fr:.1} us; backward avx2 {bo:.1} us, avx512 {bn:.1} us \
+                 ({:.2}x) [{sink}]",
+                p + t,
+                fn_ / fo,
+                bn / bo
+            );
         }
     }
 }
