@@ -266,83 +266,96 @@ impl PaddedMask {
         }
     }
 
-    fn row(&self, i: usize) -> &[f32] {
-        &self.mp[i * self.tkp..(i + 1) * self.tkp]
+    /// The keys query rows `i0..i0 + nq` reach.
+    fn keys(&self, i0: usize, nq: usize) -> usize {
+        self.nk[i0..i0 + nq].iter().copied().max().unwrap_or(0)
     }
 
     /// The 16-key chunks query rows `i0..i0 + nq` reach.
     fn chunks(&self, i0: usize, nq: usize) -> usize {
-        self.nk[i0..i0 + nq]
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(0)
-            .div_ceil(16)
+        self.keys(i0, nq).div_ceil(16)
     }
 }
 
-/// Softmax in place of one query row's raw scores `s` (dot products) over its first `nc`
-/// 16-key chunks, under the padded mask row `m` (padding keys `-inf`): `p = exp(s * scale + m -
-/// max)` normalised over the keys the row keeps, exactly 0 on the keys it masks (over all real
-/// keys when it keeps none, as the dense softmax would): the probabilities [`attn_probs`] gives
-/// over its kept keys, with [`exp_poly`]'s exact arithmetic (16 lanes by [`exp_poly16`]).
+/// Softmax in place of the raw scores (dot products) of query rows `i0..i0 + nq`, rows of `sc`
+/// (`[QB, Tkp]`), over their first `nc` 16-key chunks, under their padded mask rows: `p =
+/// exp(s * scale + m - max)` normalised over the keys a row keeps, exactly 0 on the keys it
+/// masks (over all real keys when it keeps none, as the dense softmax would): the probabilities
+/// [`attn_probs`] gives over its kept keys, with [`exp_poly`]'s exact arithmetic (16 lanes by
+/// [`exp_poly16`]). Each step runs over all rows before the next (the rows' max, exp and sum
+/// chains overlap).
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[inline]
-unsafe fn masked_softmax_avx512(s: &mut [f32], m: &[f32], nc: usize, scale: f32) {
+unsafe fn block_softmax(sc: &mut [f32], pm: &PaddedMask, i0: usize, nq: usize, nc: usize, scale: f32) {
     use std::arch::x86_64::*;
-    assert!(s.len() >= nc * 16 && m.len() >= nc * 16);
+    let tkp = pm.tkp;
+    assert!(nq <= QB && nc * 16 <= tkp && sc.len() >= QB * tkp && pm.mp.len() >= (i0 + nq) * tkp);
     if nc == 0 {
         return;
     }
-    let (sp, mp) = (s.as_mut_ptr(), m.as_ptr());
+    // SAFETY (every access below): row r < nq <= QB of `sc` and row i0 + r of the mask, chunk
+    // c < nc inside both (asserted above).
+    let (s0, m0) = (sc.as_mut_ptr(), pm.mp.as_ptr());
+    let row = |r: usize| unsafe { (s0.add(r * tkp), m0.add((i0 + r) * tkp)) };
     let (vs, skip) = (_mm512_set1_ps(scale), _mm512_set1_ps(MASK_SKIP));
     let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
-    // SAFETY (every access below): chunk c < nc, inside `s` and `m` (asserted above).
-    let mut mx = ninf;
-    for c in 0..nc {
-        unsafe {
-            let mv = _mm512_loadu_ps(mp.add(16 * c));
-            // a multiply then an add, as the scalar `s * scale + m` (no fused rounding)
-            let x = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(sp.add(16 * c)), vs), mv);
-            _mm512_storeu_ps(sp.add(16 * c), x);
-            let keep = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(mv, skip);
-            mx = _mm512_mask_max_ps(mx, keep, mx, x);
-        }
-    }
-    let mut top = _mm512_reduce_max_ps(mx);
-    // a row that keeps no key: softmax over all real keys
-    let kept = top > f32::NEG_INFINITY;
-    let on_above = if kept { skip } else { ninf };
-    if !kept {
+    let mut top = [0f32; QB];
+    // the keys each row's softmax runs over: those kept, or all real keys when none is
+    let mut above = [skip; QB];
+    for r in 0..nq {
+        let (sp, mp) = row(r);
+        let mut mx = ninf;
         for c in 0..nc {
             unsafe {
                 let mv = _mm512_loadu_ps(mp.add(16 * c));
-                let real = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(mv, ninf);
-                mx = _mm512_mask_max_ps(mx, real, mx, _mm512_loadu_ps(sp.add(16 * c)));
+                // a multiply then an add, as the scalar `s * scale + m` (no fused rounding)
+                let x = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(sp.add(16 * c)), vs), mv);
+                _mm512_storeu_ps(sp.add(16 * c), x);
+                let keep = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(mv, skip);
+                mx = _mm512_mask_max_ps(mx, keep, mx, x);
             }
         }
-        top = _mm512_reduce_max_ps(mx);
-    }
-    let vt = _mm512_set1_ps(top);
-    let mut acc = _mm512_setzero_ps();
-    for c in 0..nc {
-        unsafe {
-            let on = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_loadu_ps(mp.add(16 * c)), on_above);
-            let x = _mm512_loadu_ps(sp.add(16 * c));
-            let e = _mm512_maskz_mov_ps(on, exp_poly16(_mm512_sub_ps(x, vt)));
-            _mm512_storeu_ps(sp.add(16 * c), e);
-            acc = _mm512_add_ps(acc, e);
+        top[r] = _mm512_reduce_max_ps(mx);
+        if top[r] == f32::NEG_INFINITY {
+            above[r] = ninf;
+            for c in 0..nc {
+                unsafe {
+                    let mv = _mm512_loadu_ps(mp.add(16 * c));
+                    let real = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(mv, ninf);
+                    mx = _mm512_mask_max_ps(mx, real, mx, _mm512_loadu_ps(sp.add(16 * c)));
+                }
+            }
+            top[r] = _mm512_reduce_max_ps(mx);
         }
     }
-    let inv = _mm512_set1_ps(1.0 / _mm512_reduce_add_ps(acc));
-    for c in 0..nc {
-        unsafe {
-            let p = sp.add(16 * c);
-            _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), inv));
+    let mut sum = [0f32; QB];
+    for r in 0..nq {
+        let (sp, mp) = row(r);
+        let vt = _mm512_set1_ps(top[r]);
+        let mut acc = _mm512_setzero_ps();
+        for c in 0..nc {
+            unsafe {
+                let on = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_loadu_ps(mp.add(16 * c)), above[r]);
+                let x = _mm512_loadu_ps(sp.add(16 * c));
+                let e = _mm512_maskz_mov_ps(on, exp_poly16(_mm512_sub_ps(x, vt)));
+                _mm512_storeu_ps(sp.add(16 * c), e);
+                acc = _mm512_add_ps(acc, e);
+            }
+        }
+        sum[r] = _mm512_reduce_add_ps(acc);
+    }
+    for r in 0..nq {
+        let (sp, _) = row(r);
+        let inv = _mm512_set1_ps(1.0 / sum[r]);
+        for c in 0..nc {
+            unsafe {
+                let p = sp.add(16 * c);
+                _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), inv));
+            }
         }
     }
 }
@@ -394,17 +407,12 @@ unsafe fn attn_fwd_avx512(
                     let qr = block_rows(q, bi, i0, nq, hi, d);
                     // SAFETY: AVX-512F (this function's contract); sizes as documented.
                     unsafe { block_scores(&kt, tkp, nc, d, &qr, &mut sc) };
-                    for r in 0..nq {
-                        let i = i0 + r;
-                        let p = &mut sc[r * tkp..(r + 1) * tkp];
-                        let o = ((bi * t + i) * h + hi) * d;
-                        // SAFETY: AVX-512F (this function's contract); nc * 16 <= tkp and
-                        // o + d <= out.len().
-                        unsafe {
-                            masked_softmax_avx512(p, pm.row(i), nc, scale);
-                            weighted_rows(&p[..pm.nk[i]], v.data, vbase, v.s[1], d, &mut out[o..o + d])
-                        };
-                    }
+                    // SAFETY: AVX-512F (this function's contract); nc * 16 <= tkp.
+                    unsafe { block_softmax(&mut sc, &pm, i0, nq, nc, scale) };
+                    let n = pm.keys(i0, nq);
+                    let o = ((bi * t + i0) * h + hi) * d;
+                    // SAFETY: AVX-512F (this function's contract); n <= nc * 16 <= tkp.
+                    unsafe { block_weighted(&sc, tkp, nq, n, v, vbase, d, &mut out, o, h * d) };
                     i0 += nq;
                 }
             }
@@ -413,43 +421,49 @@ unsafe fn attn_fwd_avx512(
     out
 }
 
-/// `dst[..d] = sum_j w[j] * row_j[..d]` over rows `j < w.len()` starting at `base + j * stride`
-/// (elements of `src`): up to four 16-lane output chunks per pass over the rows, four rows in
-/// flight (row `j` into accumulator `j % 4`, summed at the end, so that trailing zero weights
-/// change nothing).
+/// `dst[o + r * rs..][..d] = sum_{j < n} w[r * tkp + j] * x_j[..d]` for block rows `r < nq`,
+/// `x_j` the row of `x` at `base + j * x.s[1]`: the probability-weighted sums of a query block
+/// (`P V`, `dS K`). Per pass over the rows, 32 output columns of all [`QB`] rows: two row loads
+/// feed 16 accumulators.
 ///
 /// # Safety
-/// The CPU must support AVX-512F; `dst` holds `d` elements.
+/// The CPU must support AVX-512F; `n <= tkp`, `w` holds `QB * tkp` elements.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[inline]
-unsafe fn weighted_rows(
+#[allow(clippy::too_many_arguments)]
+unsafe fn block_weighted(
     w: &[f32],
-    src: &[f32],
+    tkp: usize,
+    nq: usize,
+    n: usize,
+    x: View,
     base: usize,
-    stride: usize,
     d: usize,
     dst: &mut [f32],
+    o: usize,
+    rs: usize,
 ) {
-    let n = w.len();
-    assert!(dst.len() >= d);
-    if n > 0 {
-        // every row read below is inside `src`
-        let _ = &src[base + (n - 1) * stride..base + (n - 1) * stride + d];
+    assert!(n <= tkp && w.len() >= QB * tkp && nq <= QB);
+    if nq == 0 || d == 0 {
+        return;
     }
+    // every row read and written below is inside its slice
+    if n > 0 {
+        let _ = &x.data[base + (n - 1) * x.s[1]..base + (n - 1) * x.s[1] + d];
+    }
+    let _ = &dst[o + (nq - 1) * rs..o + (nq - 1) * rs + d];
     let mut dc = 0;
     while dc < d {
-        // SAFETY: rows j < n are inside `src` (checked above; strides non-negative), columns
-        // below d; `dst` holds d elements (asserted above).
+        // SAFETY: as checked above; columns below d.
         unsafe {
-            match (d - dc).div_ceil(16) {
-                1 => weighted_chunks::<1>(w, src.as_ptr(), base, stride, d, dc, dst.as_mut_ptr()),
-                2 => weighted_chunks::<2>(w, src.as_ptr(), base, stride, d, dc, dst.as_mut_ptr()),
-                3 => weighted_chunks::<3>(w, src.as_ptr(), base, stride, d, dc, dst.as_mut_ptr()),
-                _ => weighted_chunks::<4>(w, src.as_ptr(), base, stride, d, dc, dst.as_mut_ptr()),
+            if d - dc > 16 {
+                weighted_pass::<2>(w, tkp, nq, n, x, base, d, dc, dst, o, rs);
+            } else {
+                weighted_pass::<1>(w, tkp, nq, n, x, base, d, dc, dst, o, rs);
             }
         }
-        dc += 64;
+        dc += 32;
     }
 }
 
@@ -466,54 +480,53 @@ fn lanes(c: usize, d: usize) -> u16 {
     }
 }
 
-/// [`weighted_rows`] on output columns `dc..dc + 16 * NC` (those below `d`).
+/// [`block_weighted`] on output columns `dc..dc + 16 * NC` (those below `d`).
 ///
 /// # Safety
-/// AVX-512F; rows `j < w.len()` of `src` (at `base + j * stride`) and `dst` hold columns `< d`.
+/// As [`block_weighted`], whose checks it relies on.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[inline]
-unsafe fn weighted_chunks<const NC: usize>(
+#[allow(clippy::too_many_arguments)]
+unsafe fn weighted_pass<const NC: usize>(
     w: &[f32],
-    src: *const f32,
+    tkp: usize,
+    nq: usize,
+    n: usize,
+    x: View,
     base: usize,
-    stride: usize,
     d: usize,
     dc: usize,
-    dst: *mut f32,
+    dst: &mut [f32],
+    o: usize,
+    rs: usize,
 ) {
     use std::arch::x86_64::*;
-    let n = w.len();
-    let lane: [__mmask16; NC] = std::array::from_fn(|c| lanes(dc + 16 * c, d));
-    // SAFETY: the caller's contract; masked lanes are not read or written.
-    let ld = |j: usize, c: usize| unsafe {
-        _mm512_maskz_loadu_ps(lane[c], src.add(base + j * stride + dc + 16 * c))
-    };
-    let mut acc = [[_mm512_setzero_ps(); NC]; 4];
-    let n4 = n / 4 * 4;
-    let mut j = 0;
-    while j < n4 {
-        for (l, acc) in acc.iter_mut().enumerate() {
-            let wv = _mm512_set1_ps(w[j + l]);
-            for (c, acc) in acc.iter_mut().enumerate() {
-                *acc = _mm512_fmadd_ps(wv, ld(j + l, c), *acc);
+    let mut lane: [__mmask16; NC] = [0; NC];
+    for (c, l) in lane.iter_mut().enumerate() {
+        *l = lanes(dc + 16 * c, d);
+    }
+    let (xp, wp) = (x.data.as_ptr(), w.as_ptr());
+    let mut acc = [[_mm512_setzero_ps(); NC]; QB];
+    for j in 0..n {
+        let mut xv = [_mm512_setzero_ps(); NC];
+        for (c, xv) in xv.iter_mut().enumerate() {
+            // SAFETY: row j < n of `x` (the caller's checks), lanes below d.
+            *xv = unsafe { _mm512_maskz_loadu_ps(lane[c], xp.add(base + j * x.s[1] + dc + 16 * c)) };
+        }
+        for (r, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: r < QB, j < n <= tkp: inside `w`.
+            let wv = _mm512_set1_ps(unsafe { *wp.add(r * tkp + j) });
+            for (acc, xv) in acc.iter_mut().zip(&xv) {
+                *acc = _mm512_fmadd_ps(wv, *xv, *acc);
             }
         }
-        j += 4;
     }
-    for (l, acc) in acc.iter_mut().enumerate().take(n - n4) {
-        let wv = _mm512_set1_ps(w[n4 + l]);
-        for (c, acc) in acc.iter_mut().enumerate() {
-            *acc = _mm512_fmadd_ps(wv, ld(n4 + l, c), *acc);
+    for (r, acc) in acc.iter().enumerate().take(nq) {
+        for (c, acc) in acc.iter().enumerate() {
+            // SAFETY: row r < nq of `dst` (the caller's checks), lanes below d.
+            unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr().add(o + r * rs + dc + 16 * c), lane[c], *acc) };
         }
-    }
-    for c in 0..NC {
-        let sum = _mm512_add_ps(
-            _mm512_add_ps(acc[0][c], acc[1][c]),
-            _mm512_add_ps(acc[2][c], acc[3][c]),
-        );
-        // SAFETY: the caller's contract.
-        unsafe { _mm512_mask_storeu_ps(dst.add(dc + 16 * c), lane[c], sum) };
     }
 }
 
@@ -573,24 +586,20 @@ fn block_rows<'a>(x: View<'a>, bi: usize, i0: usize, nq: usize, hi: usize, d: us
 fn transpose16(r: &mut [std::arch::x86_64::__m512; 16]) {
     use std::arch::x86_64::*;
     // pairs: per 128-bit lane L, [r0[4L], r1[4L], r0[4L+1], r1[4L+1]] and the next two columns
-    let a: [__m512; 16] = std::array::from_fn(|i| {
-        let (x, y) = (r[i & !1], r[i | 1]);
-        if i & 1 == 0 {
-            _mm512_unpacklo_ps(x, y)
-        } else {
-            _mm512_unpackhi_ps(x, y)
-        }
-    });
+    // (plain loops: a closure in `array::from_fn` would be compiled without AVX-512)
+    let mut a = [_mm512_setzero_ps(); 16];
+    for i in (0..16).step_by(2) {
+        a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
     // quads: c[4g + m] holds, per 128-bit lane L, column 4L + m of rows 4g..4g + 4
-    let c: [__m512; 16] = std::array::from_fn(|i| {
-        let (g, m) = (i / 4, i % 4);
-        let (x, y) = (a[4 * g + m / 2], a[4 * g + 2 + m / 2]);
-        if m % 2 == 0 {
-            _mm512_shuffle_ps::<0x44>(x, y)
-        } else {
-            _mm512_shuffle_ps::<0xEE>(x, y)
-        }
-    });
+    let mut c = [_mm512_setzero_ps(); 16];
+    for g in (0..16).step_by(4) {
+        c[g] = _mm512_shuffle_ps::<0x44>(a[g], a[g + 2]);
+        c[g + 1] = _mm512_shuffle_ps::<0xEE>(a[g], a[g + 2]);
+        c[g + 2] = _mm512_shuffle_ps::<0x44>(a[g + 1], a[g + 3]);
+        c[g + 3] = _mm512_shuffle_ps::<0xEE>(a[g + 1], a[g + 3]);
+    }
     // 128-bit lanes: output 4L + m gathers lane L of c[m], c[4 + m], c[8 + m], c[12 + m]
     for m in 0..4 {
         let x01 = _mm512_shuffle_f32x4::<0x44>(c[m], c[4 + m]);
@@ -622,14 +631,11 @@ unsafe fn transpose_in(x: View, base: usize, tk: usize, d: usize, tkp: usize, ds
     for j0 in (0..tk).step_by(16) {
         for c0 in (0..d).step_by(16) {
             let m = lanes(c0, d);
-            let mut r: [__m512; 16] = std::array::from_fn(|l| {
-                if j0 + l < tk {
-                    // SAFETY: row j0 + l < tk is inside `x.data` (checked above), lanes < d.
-                    unsafe { _mm512_maskz_loadu_ps(m, sp.add(base + (j0 + l) * x.s[1] + c0)) }
-                } else {
-                    _mm512_setzero_ps()
-                }
-            });
+            let mut r = [_mm512_setzero_ps(); 16];
+            for (l, r) in r.iter_mut().enumerate().take(tk - j0) {
+                // SAFETY: row j0 + l < tk is inside `x.data` (checked above), lanes < d.
+                *r = unsafe { _mm512_maskz_loadu_ps(m, sp.add(base + (j0 + l) * x.s[1] + c0)) };
+            }
             transpose16(&mut r);
             for (cc, r) in r.iter().enumerate().take((d - c0).min(16)) {
                 // SAFETY: c0 + cc < d and j0 + 16 <= tkp: inside `dst` (asserted above).
@@ -664,14 +670,11 @@ unsafe fn transpose_out(
     for c0 in (0..d).step_by(16) {
         let m = lanes(c0, d);
         for j0 in (0..tk).step_by(16) {
-            let mut r: [__m512; 16] = std::array::from_fn(|l| {
-                if c0 + l < d {
-                    // SAFETY: row c0 + l < d, columns j0..j0 + 16 <= tkp (asserted above).
-                    unsafe { _mm512_loadu_ps(src_t.as_ptr().add((c0 + l) * tkp + j0)) }
-                } else {
-                    _mm512_setzero_ps()
-                }
-            });
+            let mut r = [_mm512_setzero_ps(); 16];
+            for (l, r) in r.iter_mut().enumerate().take(d - c0) {
+                // SAFETY: row c0 + l < d, columns j0..j0 + 16 <= tkp (asserted above).
+                *r = unsafe { _mm512_loadu_ps(src_t.as_ptr().add((c0 + l) * tkp + j0)) };
+            }
             transpose16(&mut r);
             for (jj, r) in r.iter().enumerate().take((tk - j0).min(16)) {
                 // SAFETY: row j0 + jj < tk is inside `dst` (checked above), lanes < d.
@@ -711,14 +714,11 @@ unsafe fn block_outer_acc(
     );
     for jc in (0..nc * 16).step_by(16) {
         // rows past nq weigh nothing
-        let wv: [__m512; QB] = std::array::from_fn(|r| {
-            if r < nq {
-                // SAFETY: r < QB, jc + 16 <= tkp: inside `w` (asserted above).
-                unsafe { _mm512_loadu_ps(w.as_ptr().add(r * tkp + jc)) }
-            } else {
-                _mm512_setzero_ps()
-            }
-        });
+        let mut wv = [_mm512_setzero_ps(); QB];
+        for (r, wv) in wv.iter_mut().enumerate().take(nq) {
+            // SAFETY: r < QB, jc + 16 <= tkp: inside `w` (asserted above).
+            *wv = unsafe { _mm512_loadu_ps(w.as_ptr().add(r * tkp + jc)) };
+        }
         for c in 0..d {
             // SAFETY: c < d, jc + 16 <= tkp: inside `dst_t`; c < every row's length (asserted).
             unsafe {
@@ -802,15 +802,15 @@ unsafe fn attn_bwd_avx512(
                         block_scores(&kt, tkp, nc, d, &qr, &mut sc);
                         block_scores(&vt, tkp, nc, d, &gr, &mut dp);
                     }
+                    // SAFETY: AVX-512F (this function's contract); nc * 16 <= tkp.
+                    unsafe { block_softmax(&mut sc, &pm, i0, nq, nc, scale) };
                     for r in 0..nq {
-                        let i = i0 + r;
                         let (p, dpr) = (
                             &mut sc[r * tkp..(r + 1) * tkp],
                             &mut dp[r * tkp..(r + 1) * tkp],
                         );
                         // SAFETY: AVX-512F; chunks c < nc lie inside both rows (nc * 16 <= tkp).
                         unsafe {
-                            masked_softmax_avx512(p, pm.row(i), nc, scale);
                             let (pp, dpp) = (p.as_ptr(), dpr.as_mut_ptr());
                             let mut acc = _mm512_setzero_ps();
                             for c in 0..nc {
@@ -831,14 +831,11 @@ unsafe fn attn_bwd_avx512(
                                 _mm512_storeu_ps(dpp.add(16 * c), ds);
                             }
                         }
-                        let o = ((bi * t + i) * h + hi) * d;
-                        // SAFETY: AVX-512F; o + d <= dq.len().
-                        unsafe {
-                            weighted_rows(&dpr[..pm.nk[i]], k.data, kbase, k.s[1], d, &mut dq[o..o + d])
-                        };
                     }
-                    // SAFETY: AVX-512F; nc * 16 <= tkp, buffers sized as documented.
+                    let (n, o) = (pm.keys(i0, nq), ((bi * t + i0) * h + hi) * d);
+                    // SAFETY: AVX-512F; n <= nc * 16 <= tkp, buffers sized as documented.
                     unsafe {
+                        block_weighted(&dp, tkp, nq, n, k, kbase, d, &mut dq, o, h * d);
                         block_outer_acc(&qr, &dp, nq, tkp, nc, d, &mut dkt);
                         block_outer_acc(&gr, &sc, nq, tkp, nc, d, &mut dvt);
                     }
@@ -1606,6 +1603,17 @@ mod avx512_tests {
             let (q, k, v, g) = c.views();
             let (m, a) = (&c.mask, c.dims);
             let mut sink = 0f32;
+            if let Ok(w) = std::env::var("ATTN_PROFILE_TMP") {
+                for _ in 0..3000 {
+                    if w == "fwd" {
+                        sink += unsafe { attn_fwd_avx512(q, k, v, m, a, 0.2) }[0];
+                    } else {
+                        sink += unsafe { attn_bwd_avx512(q, k, v, g, m, a, 0.2) }.0[0];
+                    }
+                }
+                println!("{sink}");
+                return;
+            }
             let reps = 400;
             let (mut fo, mut fn_, mut fr, mut bo, mut bn) = (vec![], vec![], vec![], vec![], vec![]);
             for _ in 0..5 {
