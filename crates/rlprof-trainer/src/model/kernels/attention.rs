@@ -1603,17 +1603,6 @@ mod avx512_tests {
             let (q, k, v, g) = c.views();
             let (m, a) = (&c.mask, c.dims);
             let mut sink = 0f32;
-            if let Ok(w) = std::env::var("ATTN_PROFILE_TMP") {
-                for _ in 0..3000 {
-                    if w == "fwd" {
-                        sink += unsafe { attn_fwd_avx512(q, k, v, m, a, 0.2) }[0];
-                    } else {
-                        sink += unsafe { attn_bwd_avx512(q, k, v, g, m, a, 0.2) }.0[0];
-                    }
-                }
-                println!("{sink}");
-                return;
-            }
             let reps = 400;
             let (mut fo, mut fn_, mut fr, mut bo, mut bn) = (vec![], vec![], vec![], vec![], vec![]);
             for _ in 0..5 {
