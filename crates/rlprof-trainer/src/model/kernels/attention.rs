@@ -262,7 +262,10 @@ impl PaddedMask {
         for (i, nk) in self.nk.iter_mut().enumerate() {
             let row = mask.row(bi, i);
             self.mp[i * tkp..i * tkp + tk].copy_from_slice(row);
-            *nk = row.iter().rposition(|&m| m > MASK_SKIP).map_or(tk, |j| j + 1);
+            *nk = row
+                .iter()
+                .rposition(|&m| m > MASK_SKIP)
+                .map_or(tk, |j| j + 1);
         }
     }
 
@@ -290,16 +293,23 @@ impl PaddedMask {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[inline]
-unsafe fn block_softmax(sc: &mut [f32], pm: &PaddedMask, i0: usize, nq: usize, nc: usize, scale: f32) {
+unsafe fn block_softmax(
+    sc: &mut [f32],
+    pm: &PaddedMask,
+    i0: usize,
+    nq: usize,
+    nc: usize,
+    scale: f32,
+) {
     use std::arch::x86_64::*;
     let tkp = pm.tkp;
     assert!(nq <= QB && nc * 16 <= tkp && sc.len() >= QB * tkp && pm.mp.len() >= (i0 + nq) * tkp);
     if nc == 0 {
         return;
     }
-    // SAFETY (every access below): row r < nq <= QB of `sc` and row i0 + r of the mask, chunk
-    // c < nc inside both (asserted above).
     let (s0, m0) = (sc.as_mut_ptr(), pm.mp.as_ptr());
+    // SAFETY: row r < nq <= QB of `sc` and row i0 + r of the mask (asserted above). Every access
+    // below reads or writes chunk c < nc of such rows, inside both (nc * 16 <= tkp).
     let row = |r: usize| unsafe { (s0.add(r * tkp), m0.add((i0 + r) * tkp)) };
     let (vs, skip) = (_mm512_set1_ps(scale), _mm512_set1_ps(MASK_SKIP));
     let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
@@ -310,6 +320,7 @@ unsafe fn block_softmax(sc: &mut [f32], pm: &PaddedMask, i0: usize, nq: usize, n
         let (sp, mp) = row(r);
         let mut mx = ninf;
         for c in 0..nc {
+            // SAFETY: chunk c < nc of row r (see `row`).
             unsafe {
                 let mv = _mm512_loadu_ps(mp.add(16 * c));
                 // a multiply then an add, as the scalar `s * scale + m` (no fused rounding)
@@ -323,6 +334,7 @@ unsafe fn block_softmax(sc: &mut [f32], pm: &PaddedMask, i0: usize, nq: usize, n
         if top[r] == f32::NEG_INFINITY {
             above[r] = ninf;
             for c in 0..nc {
+                // SAFETY: chunk c < nc of row r (see `row`).
                 unsafe {
                     let mv = _mm512_loadu_ps(mp.add(16 * c));
                     let real = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(mv, ninf);
@@ -333,25 +345,28 @@ unsafe fn block_softmax(sc: &mut [f32], pm: &PaddedMask, i0: usize, nq: usize, n
         }
     }
     let mut sum = [0f32; QB];
-    for r in 0..nq {
+    for (r, sum) in sum.iter_mut().enumerate().take(nq) {
         let (sp, mp) = row(r);
         let vt = _mm512_set1_ps(top[r]);
         let mut acc = _mm512_setzero_ps();
         for c in 0..nc {
+            // SAFETY: chunk c < nc of row r (see `row`).
             unsafe {
-                let on = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_loadu_ps(mp.add(16 * c)), above[r]);
+                let on =
+                    _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_loadu_ps(mp.add(16 * c)), above[r]);
                 let x = _mm512_loadu_ps(sp.add(16 * c));
                 let e = _mm512_maskz_mov_ps(on, exp_poly16(_mm512_sub_ps(x, vt)));
                 _mm512_storeu_ps(sp.add(16 * c), e);
                 acc = _mm512_add_ps(acc, e);
             }
         }
-        sum[r] = _mm512_reduce_add_ps(acc);
+        *sum = _mm512_reduce_add_ps(acc);
     }
-    for r in 0..nq {
+    for (r, sum) in sum.iter().enumerate().take(nq) {
         let (sp, _) = row(r);
-        let inv = _mm512_set1_ps(1.0 / sum[r]);
+        let inv = _mm512_set1_ps(1.0 / sum);
         for c in 0..nc {
+            // SAFETY: chunk c < nc of row r (see `row`).
             unsafe {
                 let p = sp.add(16 * c);
                 _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), inv));
@@ -512,7 +527,8 @@ unsafe fn weighted_pass<const NC: usize>(
         let mut xv = [_mm512_setzero_ps(); NC];
         for (c, xv) in xv.iter_mut().enumerate() {
             // SAFETY: row j < n of `x` (the caller's checks), lanes below d.
-            *xv = unsafe { _mm512_maskz_loadu_ps(lane[c], xp.add(base + j * x.s[1] + dc + 16 * c)) };
+            *xv =
+                unsafe { _mm512_maskz_loadu_ps(lane[c], xp.add(base + j * x.s[1] + dc + 16 * c)) };
         }
         for (r, acc) in acc.iter_mut().enumerate() {
             // SAFETY: r < QB, j < n <= tkp: inside `w`.
@@ -525,7 +541,13 @@ unsafe fn weighted_pass<const NC: usize>(
     for (r, acc) in acc.iter().enumerate().take(nq) {
         for (c, acc) in acc.iter().enumerate() {
             // SAFETY: row r < nq of `dst` (the caller's checks), lanes below d.
-            unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr().add(o + r * rs + dc + 16 * c), lane[c], *acc) };
+            unsafe {
+                _mm512_mask_storeu_ps(
+                    dst.as_mut_ptr().add(o + r * rs + dc + 16 * c),
+                    lane[c],
+                    *acc,
+                )
+            };
         }
     }
 }
@@ -575,7 +597,14 @@ unsafe fn block_scores(
 
 /// Rows `i0..i0 + nq` of head `hi` of batch row `bi`, the last repeated up to [`QB`].
 #[inline(always)]
-fn block_rows<'a>(x: View<'a>, bi: usize, i0: usize, nq: usize, hi: usize, d: usize) -> [&'a [f32]; QB] {
+fn block_rows<'a>(
+    x: View<'a>,
+    bi: usize,
+    i0: usize,
+    nq: usize,
+    hi: usize,
+    d: usize,
+) -> [&'a [f32]; QB] {
     std::array::from_fn(|r| x.row(bi, i0 + r.min(nq - 1), hi, d))
 }
 
@@ -623,7 +652,7 @@ fn transpose16(r: &mut [std::arch::x86_64::__m512; 16]) {
 #[inline]
 unsafe fn transpose_in(x: View, base: usize, tk: usize, d: usize, tkp: usize, dst: &mut [f32]) {
     use std::arch::x86_64::*;
-    assert!(tkp >= tk && tkp % 16 == 0 && dst.len() >= d * tkp);
+    assert!(tkp >= tk && tkp.is_multiple_of(16) && dst.len() >= d * tkp);
     if tk > 0 && d > 0 {
         let _ = &x.data[base + (tk - 1) * x.s[1]..base + (tk - 1) * x.s[1] + d];
     }
@@ -663,7 +692,7 @@ unsafe fn transpose_out(
     stride: usize,
 ) {
     use std::arch::x86_64::*;
-    assert!(tkp >= tk && tkp % 16 == 0 && src_t.len() >= d * tkp);
+    assert!(tkp >= tk && tkp.is_multiple_of(16) && src_t.len() >= d * tkp);
     if tk > 0 && d > 0 {
         let _ = &mut dst[base + (tk - 1) * stride..base + (tk - 1) * stride + d];
     }
@@ -679,7 +708,11 @@ unsafe fn transpose_out(
             for (jj, r) in r.iter().enumerate().take((tk - j0).min(16)) {
                 // SAFETY: row j0 + jj < tk is inside `dst` (checked above), lanes < d.
                 unsafe {
-                    _mm512_mask_storeu_ps(dst.as_mut_ptr().add(base + (j0 + jj) * stride + c0), m, *r)
+                    _mm512_mask_storeu_ps(
+                        dst.as_mut_ptr().add(base + (j0 + jj) * stride + c0),
+                        m,
+                        *r,
+                    )
                 };
             }
         }
@@ -827,7 +860,8 @@ unsafe fn attn_bwd_avx512(
                                     _mm512_loadu_ps(pp.add(16 * c)),
                                     _mm512_loadu_ps(dpp.add(16 * c)),
                                 );
-                                let ds = _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(dv, dsum)), vs);
+                                let ds =
+                                    _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(dv, dsum)), vs);
                                 _mm512_storeu_ps(dpp.add(16 * c), ds);
                             }
                         }
@@ -1123,7 +1157,6 @@ mod tests {
     }
 }
 
-
 /// The AVX-512 forward as it was before the intrinsic softmax, in-register transposes and
 /// masked-key trimming: the baseline of the kernel timings (`attention_kernel_timings`).
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -1241,7 +1274,14 @@ mod baseline {
                             let o = ((bi * t + i) * h + hi) * d;
                             // SAFETY: AVX-512F (this function's contract); o + d <= out.len().
                             unsafe {
-                                weighted_rows(&p[..tk], v.data, vbase, v.s[1], d, &mut out[o..o + d])
+                                weighted_rows(
+                                    &p[..tk],
+                                    v.data,
+                                    vbase,
+                                    v.s[1],
+                                    d,
+                                    &mut out[o..o + d],
+                                )
                             };
                         }
                         i0 += nq;
@@ -1300,7 +1340,8 @@ mod baseline {
                     acc[0] = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), ld(j), acc[0]);
                     j += 1;
                 }
-                let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+                let sum =
+                    _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
                 _mm512_mask_storeu_ps(dst.as_mut_ptr().add(dc), lanes, sum);
             }
             dc += 16;
@@ -1317,9 +1358,17 @@ mod baseline {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx2,fma")]
     #[inline]
-    unsafe fn block_scores(src_t: &[f32], tkp: usize, d: usize, rows: &[&[f32]; QB], out: &mut [f32]) {
+    unsafe fn block_scores(
+        src_t: &[f32],
+        tkp: usize,
+        d: usize,
+        rows: &[&[f32]; QB],
+        out: &mut [f32],
+    ) {
         use std::arch::x86_64::*;
-        assert!(src_t.len() >= d * tkp && out.len() >= QB * tkp && rows.iter().all(|r| r.len() >= d));
+        assert!(
+            src_t.len() >= d * tkp && out.len() >= QB * tkp && rows.iter().all(|r| r.len() >= d)
+        );
         for jc in (0..tkp).step_by(16) {
             let mut acc = [_mm512_setzero_ps(); QB];
             for c in 0..d {
@@ -1341,7 +1390,15 @@ mod baseline {
     /// `[D, Tkp]` transposed copy of rows `0..tk` of `x` at (batch row `bi`, head `kh`) into `dst`
     /// (padding columns left as they are).
     #[inline(always)]
-    fn transpose_rows(x: View, bi: usize, kh: usize, tk: usize, d: usize, tkp: usize, dst: &mut [f32]) {
+    fn transpose_rows(
+        x: View,
+        bi: usize,
+        kh: usize,
+        tk: usize,
+        d: usize,
+        tkp: usize,
+        dst: &mut [f32],
+    ) {
         for j in 0..tk {
             for (c, &e) in x.row(bi, j, kh, d).iter().enumerate() {
                 dst[c * tkp + j] = e;
@@ -1485,7 +1542,16 @@ mod avx512_tests {
                 s: [t * (h + 1) * d, (h + 1) * d, d],
             };
             let cs = [self.cap * kvh * d, kvh * d, d];
-            let (k, v) = (View { data: &self.k, s: cs }, View { data: &self.v, s: cs });
+            let (k, v) = (
+                View {
+                    data: &self.k,
+                    s: cs,
+                },
+                View {
+                    data: &self.v,
+                    s: cs,
+                },
+            );
             let g = View {
                 data: &self.g,
                 s: [t * h * d, h * d, d],
@@ -1596,7 +1662,10 @@ mod avx512_tests {
             return;
         }
         let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let model = cpu.lines().find(|l| l.starts_with("model name")).unwrap_or("");
+        let model = cpu
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .unwrap_or("");
         println!("{model}");
         for (b, p, t, h, kvh, d) in [(32, 16, 32, 4, 4, 32), (4, 0, 16, 4, 4, 32)] {
             let c = Case::new(b, p, t, h, kvh, d, p + t);
@@ -1604,36 +1673,36 @@ mod avx512_tests {
             let (m, a) = (&c.mask, c.dims);
             let mut sink = 0f32;
             let reps = 400;
-            let (mut fo, mut fn_, mut fr, mut bo, mut bn) = (vec![], vec![], vec![], vec![], vec![]);
+            let (mut fo, mut fn_, mut fr, mut bo, mut bn) =
+                (vec![], vec![], vec![], vec![], vec![]);
+            // SAFETY: AVX-512F, AVX2 and FMA checked above (the same for the four below).
+            let f_old = || unsafe { baseline::attn_fwd_avx512(q, k, v, m, a, 0.2) }[0];
+            // SAFETY: as above.
+            let f_new = || unsafe { attn_fwd_avx512(q, k, v, m, a, 0.2) }[0];
+            // SAFETY: as above.
+            let f_row = || unsafe { attn_fwd_avx2(q, k, v, m, a, 0.2) }[0];
+            // SAFETY: as above.
+            let b_old = || unsafe { attn_bwd_avx2(q, k, v, g, m, a, 0.2) }.0[0];
+            // SAFETY: as above.
+            let b_new = || unsafe { attn_bwd_avx512(q, k, v, g, m, a, 0.2) }.0[0];
             for _ in 0..5 {
-                // SAFETY (all): AVX-512F checked above.
-                fo.push(median_us(
-                    || sink += unsafe { baseline::attn_fwd_avx512(q, k, v, m, a, 0.2) }[0],
-                    reps,
-                ));
-                fn_.push(median_us(
-                    || sink += unsafe { attn_fwd_avx512(q, k, v, m, a, 0.2) }[0],
-                    reps,
-                ));
-                fr.push(median_us(
-                    || sink += unsafe { attn_fwd_avx2(q, k, v, m, a, 0.2) }[0],
-                    reps,
-                ));
-                bo.push(median_us(
-                    || sink += unsafe { attn_bwd_avx2(q, k, v, g, m, a, 0.2) }.0[0],
-                    reps / 4,
-                ));
-                bn.push(median_us(
-                    || sink += unsafe { attn_bwd_avx512(q, k, v, g, m, a, 0.2) }.0[0],
-                    reps / 4,
-                ));
+                fo.push(median_us(|| sink += f_old(), reps));
+                fn_.push(median_us(|| sink += f_new(), reps));
+                fr.push(median_us(|| sink += f_row(), reps));
+                bo.push(median_us(|| sink += b_old(), reps / 4));
+                bn.push(median_us(|| sink += b_new(), reps / 4));
             }
             let med = |x: &mut Vec<f64>| {
                 x.sort_by(f64::total_cmp);
                 x[x.len() / 2]
             };
-            let (fo, fn_, fr, bo, bn) =
-                (med(&mut fo), med(&mut fn_), med(&mut fr), med(&mut bo), med(&mut bn));
+            let (fo, fn_, fr, bo, bn) = (
+                med(&mut fo),
+                med(&mut fn_),
+                med(&mut fr),
+                med(&mut bo),
+                med(&mut bn),
+            );
             println!(
                 "b {b} t {t} tk {} h {h} d {d}: forward old blocked {fo:.1} us, new {fn_:.1} us \
                  ({:.2}x), row avx2 {fr:.1} us; backward avx2 {bo:.1} us, avx512 {bn:.1} us \

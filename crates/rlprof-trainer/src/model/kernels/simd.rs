@@ -478,10 +478,7 @@ mod tests {
                 let mut out = [0f32; 16];
                 // SAFETY: AVX-512F checked above; both arrays hold 16 f32s.
                 unsafe {
-                    _mm512_storeu_ps(
-                        out.as_mut_ptr(),
-                        exp_poly16(_mm512_loadu_ps(v.as_ptr())),
-                    )
+                    _mm512_storeu_ps(out.as_mut_ptr(), exp_poly16(_mm512_loadu_ps(v.as_ptr())))
                 };
                 for (&x, &o) in v.iter().zip(&out) {
                     let e = exp_poly(x);
