@@ -280,8 +280,8 @@ impl PaddedMask {
     }
 }
 
-/// Softmax in place of the raw scores (dot products) of query rows `i0..i0 + nq`, rows of `sc`
-/// (`[QB, Tkp]`), over their first `nc` 16-key chunks, under their padded mask rows: `p =
+/// Softmax in place of the raw scores (dot products) of query rows `i0..i0 + nq` (at most
+/// [`QB`]), rows of `sc` (`[nq, Tkp]`), over their first `nc` 16-key chunks, under their padded mask rows: `p =
 /// exp(s * scale + m - max)` normalised over the keys a row keeps, exactly 0 on the keys it
 /// masks (over all real keys when it keeps none, as the dense softmax would): the probabilities
 /// [`attn_probs`] gives over its kept keys, with [`exp_poly`]'s exact arithmetic (16 lanes by
@@ -303,7 +303,7 @@ unsafe fn block_softmax(
 ) {
     use std::arch::x86_64::*;
     let tkp = pm.tkp;
-    assert!(nq <= QB && nc * 16 <= tkp && sc.len() >= QB * tkp && pm.mp.len() >= (i0 + nq) * tkp);
+    assert!(nq <= QB && nc * 16 <= tkp && sc.len() >= nq * tkp && pm.mp.len() >= (i0 + nq) * tkp);
     if nc == 0 {
         return;
     }
@@ -427,8 +427,148 @@ unsafe fn attn_fwd_avx512(
                     let n = pm.keys(i0, nq);
                     let o = ((bi * t + i0) * h + hi) * d;
                     // SAFETY: AVX-512F (this function's contract); n <= nc * 16 <= tkp.
-                    unsafe { block_weighted(&sc, tkp, nq, n, v, vbase, d, &mut out, o, h * d) };
+                    unsafe {
+                        block_weighted::<QB>(&sc, tkp, nq, n, v, vbase, d, &mut out, o, h * d)
+                    };
                     i0 += nq;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Dot products `q . x_j` of one query row with key rows `j < n` (at `base + j * x.s[1]`) into
+/// `out[..n]`, 16 keys per vector: each key's `NCD` 16-lane products summed by fused
+/// multiply-adds, then the 16 keys' lanes reduced together (a tree of in-lane, then cross-lane
+/// shuffles and adds: 45 operations per 16 keys instead of 16 horizontal sums). `out` from `n`
+/// to the next multiple of 16 is set to 0.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `d <= 16 * NCD`, `q` holds `d` elements, `out` `n` rounded up
+/// to 16, rows `j < n` of `x` are inside it.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline]
+unsafe fn row_scores<const NCD: usize>(
+    q: &[f32],
+    x: View,
+    base: usize,
+    n: usize,
+    d: usize,
+    out: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    assert!(d <= 16 * NCD && q.len() >= d && out.len() >= n.div_ceil(16) * 16);
+    if n > 0 {
+        let _ = &x.data[base + (n - 1) * x.s[1]..base + (n - 1) * x.s[1] + d];
+    }
+    let mut lane: [__mmask16; NCD] = [0; NCD];
+    let mut qv = [_mm512_setzero_ps(); NCD];
+    for c in 0..NCD {
+        lane[c] = lanes(16 * c, d);
+        // SAFETY: lanes below d, inside `q` (asserted above).
+        qv[c] = unsafe { _mm512_maskz_loadu_ps(lane[c], q.as_ptr().add(16 * c)) };
+    }
+    let xp = x.data.as_ptr();
+    for j0 in (0..n).step_by(16) {
+        let mut v = [_mm512_setzero_ps(); 16];
+        for (l, v) in v.iter_mut().enumerate().take(n - j0) {
+            let row = base + (j0 + l) * x.s[1];
+            for c in 0..NCD {
+                // SAFETY: row j0 + l < n is inside `x.data` (checked above), lanes below d.
+                let kv = unsafe { _mm512_maskz_loadu_ps(lane[c], xp.add(row + 16 * c)) };
+                *v = _mm512_fmadd_ps(qv[c], kv, *v);
+            }
+        }
+        // pairs: per 128-bit lane, [a0+a2, b0+b2, a1+a3, b1+b3]
+        let mut s2 = [_mm512_setzero_ps(); 8];
+        for (i, s2) in s2.iter_mut().enumerate() {
+            let (a, b) = (v[2 * i], v[2 * i + 1]);
+            *s2 = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+        }
+        // quads: per 128-bit lane, that lane's sums of keys 4i..4i + 4
+        let mut s4 = [_mm512_setzero_ps(); 4];
+        for (i, s4) in s4.iter_mut().enumerate() {
+            let (a, b) = (s2[2 * i], s2[2 * i + 1]);
+            *s4 = _mm512_add_ps(
+                _mm512_shuffle_ps::<0x44>(a, b),
+                _mm512_shuffle_ps::<0xEE>(a, b),
+            );
+        }
+        // across the four 128-bit lanes: 128-bit lane L of the result holds keys 4L..4L + 4
+        let w0 = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(s4[0], s4[1]),
+            _mm512_shuffle_f32x4::<0xEE>(s4[0], s4[1]),
+        );
+        let w1 = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(s4[2], s4[3]),
+            _mm512_shuffle_f32x4::<0xEE>(s4[2], s4[3]),
+        );
+        let sums = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x88>(w0, w1),
+            _mm512_shuffle_f32x4::<0xDD>(w0, w1),
+        );
+        // SAFETY: j0 + 16 <= n rounded up to 16 <= out.len() (asserted above).
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr().add(j0), sums) };
+    }
+}
+
+/// The forward pass for calls of a few query rows (decoding), with AVX-512: per query row and
+/// head, the scores by [`row_scores`] up to the row's last kept key, its softmax by
+/// [`block_softmax`] (a block of one) and the weighted sum of the value rows by
+/// [`block_weighted`] (one row). No transposed copies: each key is read once per query.
+///
+/// # Safety
+/// The CPU must support AVX-512F, AVX2 and FMA; `d <= 64`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn attn_fwd_rows_avx512(
+    q: View,
+    k: View,
+    v: View,
+    mask: &HostMask,
+    a: AttnDims,
+    scale: f32,
+) -> Vec<f32> {
+    let AttnDims {
+        b,
+        t,
+        tk,
+        h,
+        kvh,
+        d,
+    } = a;
+    assert!(d <= 64);
+    let group = h / kvh;
+    let tkp = tk.div_ceil(16) * 16;
+    let mut out = vec![0f32; b * t * h * d];
+    let mut sc = vec![0f32; tkp];
+    let mut pm = PaddedMask::new(t, tkp);
+    for bi in 0..b {
+        pm.fill(mask, bi);
+        for i in 0..t {
+            let n = pm.nk[i];
+            for hi in 0..h {
+                let kh = hi / group;
+                let qr = q.row(bi, i, hi, d);
+                let kbase = bi * k.s[0] + kh * k.s[2];
+                // SAFETY: AVX-512F (this function's contract); d <= 64, `sc` holds tkp >= n
+                // rounded up to 16.
+                unsafe {
+                    match d.div_ceil(16) {
+                        0 | 1 => row_scores::<1>(qr, k, kbase, n, d, &mut sc),
+                        2 => row_scores::<2>(qr, k, kbase, n, d, &mut sc),
+                        3 => row_scores::<3>(qr, k, kbase, n, d, &mut sc),
+                        _ => row_scores::<4>(qr, k, kbase, n, d, &mut sc),
+                    }
+                }
+                let o = ((bi * t + i) * h + hi) * d;
+                let vbase = bi * v.s[0] + kh * v.s[2];
+                // SAFETY: AVX-512F; n.div_ceil(16) * 16 <= tkp; `sc` holds one row of tkp.
+                unsafe {
+                    block_softmax(&mut sc, &pm, i, 1, n.div_ceil(16), scale);
+                    block_weighted::<1>(&sc, tkp, 1, n, v, vbase, d, &mut out, o, h * d);
                 }
             }
         }
@@ -438,16 +578,16 @@ unsafe fn attn_fwd_avx512(
 
 /// `dst[o + r * rs..][..d] = sum_{j < n} w[r * tkp + j] * x_j[..d]` for block rows `r < nq`,
 /// `x_j` the row of `x` at `base + j * x.s[1]`: the probability-weighted sums of a query block
-/// (`P V`, `dS K`). Per pass over the rows, 32 output columns of all [`QB`] rows: two row loads
-/// feed 16 accumulators.
+/// (`P V`, `dS K`). Per pass over the rows, 32 output columns of all `R` rows (a block of
+/// [`QB`], or one): two row loads feed `2 R` accumulators.
 ///
 /// # Safety
-/// The CPU must support AVX-512F; `n <= tkp`, `w` holds `QB * tkp` elements.
+/// The CPU must support AVX-512F; `n <= tkp`, `w` holds `R * tkp` elements.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block_weighted(
+unsafe fn block_weighted<const R: usize>(
     w: &[f32],
     tkp: usize,
     nq: usize,
@@ -459,7 +599,7 @@ unsafe fn block_weighted(
     o: usize,
     rs: usize,
 ) {
-    assert!(n <= tkp && w.len() >= QB * tkp && nq <= QB);
+    assert!(n <= tkp && w.len() >= R * tkp && nq <= R);
     if nq == 0 || d == 0 {
         return;
     }
@@ -473,9 +613,9 @@ unsafe fn block_weighted(
         // SAFETY: as checked above; columns below d.
         unsafe {
             if d - dc > 16 {
-                weighted_pass::<2>(w, tkp, nq, n, x, base, d, dc, dst, o, rs);
+                weighted_pass::<2, R>(w, tkp, nq, n, x, base, d, dc, dst, o, rs);
             } else {
-                weighted_pass::<1>(w, tkp, nq, n, x, base, d, dc, dst, o, rs);
+                weighted_pass::<1, R>(w, tkp, nq, n, x, base, d, dc, dst, o, rs);
             }
         }
         dc += 32;
@@ -503,7 +643,7 @@ fn lanes(c: usize, d: usize) -> u16 {
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
-unsafe fn weighted_pass<const NC: usize>(
+unsafe fn weighted_pass<const NC: usize, const R: usize>(
     w: &[f32],
     tkp: usize,
     nq: usize,
@@ -522,7 +662,7 @@ unsafe fn weighted_pass<const NC: usize>(
         *l = lanes(dc + 16 * c, d);
     }
     let (xp, wp) = (x.data.as_ptr(), w.as_ptr());
-    let mut acc = [[_mm512_setzero_ps(); NC]; QB];
+    let mut acc = [[_mm512_setzero_ps(); NC]; R];
     for j in 0..n {
         let mut xv = [_mm512_setzero_ps(); NC];
         for (c, xv) in xv.iter_mut().enumerate() {
@@ -869,7 +1009,7 @@ unsafe fn attn_bwd_avx512(
                     let (n, o) = (pm.keys(i0, nq), ((bi * t + i0) * h + hi) * d);
                     // SAFETY: AVX-512F; n <= nc * 16 <= tkp, buffers sized as documented.
                     unsafe {
-                        block_weighted(&dp, tkp, nq, n, k, kbase, d, &mut dq, o, h * d);
+                        block_weighted::<QB>(&dp, tkp, nq, n, k, kbase, d, &mut dq, o, h * d);
                         block_outer_acc(&qr, &dp, nq, tkp, nc, d, &mut dkt);
                         block_outer_acc(&gr, &sc, nq, tkp, nc, d, &mut dvt);
                     }
@@ -889,9 +1029,15 @@ unsafe fn attn_bwd_avx512(
 
 fn attn_fwd(q: View, k: View, v: View, mask: &HostMask, a: AttnDims, scale: f32) -> Vec<f32> {
     #[cfg(target_arch = "x86_64")]
-    if a.t >= BLOCKED_MIN_T && avx512() {
-        // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked above).
-        return unsafe { attn_fwd_avx512(q, k, v, mask, a, scale) };
+    if avx512() {
+        if a.t >= BLOCKED_MIN_T {
+            // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked above).
+            return unsafe { attn_fwd_avx512(q, k, v, mask, a, scale) };
+        }
+        if a.d <= 64 {
+            // SAFETY: as above; d <= 64.
+            return unsafe { attn_fwd_rows_avx512(q, k, v, mask, a, scale) };
+        }
     }
     #[cfg(target_arch = "x86_64")]
     if avx2_fma() {
@@ -1608,6 +1754,30 @@ mod avx512_tests {
     }
 
     #[test]
+    fn avx512_decoding_forward_equals_the_portable_one() {
+        if !avx512() {
+            return;
+        }
+        // one to three query rows after a prompt; head sizes up to 64; keys from a longer cache
+        for (b, p, t, h, kvh, d, cap) in [
+            (3, 20, 1, 4, 4, 32, 30),
+            (2, 15, 1, 6, 2, 8, 17),
+            (2, 33, 2, 4, 2, 40, 40),
+            (1, 0, 3, 2, 1, 64, 5),
+            (4, 47, 1, 4, 4, 17, 64),
+            (2, 2, 3, 3, 3, 1, 9),
+        ] {
+            let c = Case::new(b, p, t, h, kvh, d, cap);
+            let (q, k, v, _) = c.views();
+            let want = attn_fwd_impl::<false>(q, k, v, &c.mask, c.dims, 0.3);
+            // SAFETY: AVX-512F checked above; d <= 64.
+            let got = unsafe { attn_fwd_rows_avx512(q, k, v, &c.mask, c.dims, 0.3) };
+            let e = worst(&got, &want);
+            assert!(e < 2e-6, "forward {:?}: {e}", (b, p, t, h, kvh, d));
+        }
+    }
+
+    #[test]
     fn tile_transposes_round_trip_every_shape() {
         if !avx512() {
             return;
@@ -1667,6 +1837,30 @@ mod avx512_tests {
             .find(|l| l.starts_with("model name"))
             .unwrap_or("");
         println!("{model}");
+        {
+            // one decoding step: 32 rows, the 41st token
+            let c = Case::new(32, 40, 1, 4, 4, 32, 48);
+            let (q, k, v, _) = c.views();
+            let (m, a) = (&c.mask, c.dims);
+            let mut sink = 0f32;
+            // SAFETY: AVX-512F, AVX2 and FMA checked above (the same for the one below).
+            let f_row = || unsafe { attn_fwd_avx2(q, k, v, m, a, 0.2) }[0];
+            // SAFETY: as above; d <= 64.
+            let f_new = || unsafe { attn_fwd_rows_avx512(q, k, v, m, a, 0.2) }[0];
+            let (mut fr, mut fn_) = (vec![], vec![]);
+            for _ in 0..5 {
+                fr.push(median_us(|| sink += f_row(), 400));
+                fn_.push(median_us(|| sink += f_new(), 400));
+            }
+            fr.sort_by(f64::total_cmp);
+            fn_.sort_by(f64::total_cmp);
+            println!(
+                "decode b 32 t 1 tk 41 h 4 d 32: row avx2 {:.1} us, avx512 {:.1} us ({:.2}x) [{sink}]",
+                fr[2],
+                fn_[2],
+                fn_[2] / fr[2]
+            );
+        }
         for (b, p, t, h, kvh, d) in [(32, 16, 32, 4, 4, 32), (4, 0, 16, 4, 4, 32)] {
             let c = Case::new(b, p, t, h, kvh, d, p + t);
             let (q, k, v, g) = c.views();
