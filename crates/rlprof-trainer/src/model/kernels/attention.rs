@@ -1,5 +1,12 @@
 //! Fused grouped-query attention ([`attention`]) over an additive host-side mask ([`HostMask`]),
 //! forward and backward, reading strided `[B, T, H, D]` views in place.
+//!
+//! Kernels: the row kernels ([`attn_fwd_impl`], [`attn_bwd_impl`]; portable, or AVX2+FMA) and,
+//! on AVX-512 CPUs, block kernels for calls of [`BLOCKED_MIN_T`] or more query rows
+//! ([`attn_fwd_avx512`], [`attn_bwd_avx512`]: keys transposed once per head, [`QB`] queries
+//! scored together, intrinsic masked softmax) and a few-row forward for decoding
+//! ([`attn_fwd_rows_avx512`]). All give the row kernels' probabilities (the same [`exp_poly`]
+//! arithmetic) up to the order of the sums.
 
 use super::cpu_of;
 #[cfg(target_arch = "x86_64")]
@@ -51,8 +58,9 @@ impl HostMask {
 /// Fused scaled-dot-product attention, `softmax(q k^T * scale + mask) v`, differentiable in `q`,
 /// `k` and `v`: `q` `[B, T, H, D]`, `k`, `v` `[B, Tk, KVH, D]` (grouped-query heads: query head
 /// `h` reads key/value head `h / (H / KVH)`), any strides with a unit last one (a KV-cache
-/// prefix view works as is), mask `[B, T, Tk]`; output `[B, T, H, D]`. One pass per query row,
-/// keys the mask removes are skipped. Backward recomputes the probabilities row by row.
+/// prefix view works as is), mask `[B, T, Tk]`; output `[B, T, H, D]`. Keys the mask removes
+/// get exactly 0 and are skipped where they can be (past a row's last kept key). Backward
+/// recomputes the probabilities.
 pub fn attention(
     q: &Tensor,
     k: &Tensor,
@@ -379,8 +387,8 @@ unsafe fn block_softmax(
 /// and key head, the keys are copied transposed (`[D, Tk]`, padded to 16; in-register 16 x 16
 /// transposes) once; then per query head, blocks of [`QB`] queries take their scores from one
 /// pass over that copy (a broadcast query element times 16 keys per fused multiply-add, no
-/// horizontal sums) up to the last key the block reaches, the masked softmax of each row, and
-/// the weighted sum of the value rows up to its last kept key, 16 output lanes per register.
+/// horizontal sums) up to the last key the block reaches, the masked softmax of its rows
+/// ([`block_softmax`]), and the block's weighted sums of the value rows ([`block_weighted`]).
 ///
 /// # Safety
 /// The CPU must support AVX-512F, AVX2 and FMA.
@@ -914,7 +922,7 @@ unsafe fn block_outer_acc(
 /// key/value gradients accumulated transposed (`[D, Tkp]`, written back at the end); per query
 /// head and block of [`QB`] queries, the scores `Q K^T` and `dP = G V^T` by [`block_scores`],
 /// each row's probabilities, `dS = P (dP - rowsum(P dP)) scale`, `dQ = dS K` by
-/// [`weighted_rows`], then `dK^T += Q^T dS` and `dV^T += G^T P` by [`block_outer_acc`], all up to
+/// [`block_weighted`], then `dK^T += Q^T dS` and `dV^T += G^T P` by [`block_outer_acc`], all up to
 /// the last key the block reaches.
 ///
 /// # Safety
