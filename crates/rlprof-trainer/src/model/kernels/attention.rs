@@ -822,108 +822,117 @@ unsafe fn transpose_in(x: View, base: usize, tk: usize, d: usize, tkp: usize, ds
     }
 }
 
-/// The inverse of [`transpose_in`]: columns `0..tk` of `src_t` (`[D, Tkp]`) as rows of `d`
-/// elements at `dst[base + j * stride..]`.
+/// `dst[base + j * rs..][..d] += sum_{r < QB} w[r * tkp + j] * rows[r][..d]` for keys `j < n`
+/// (`w` `[QB, Tkp]`, zero in rows past the block's): the key-side gradients of a query block in
+/// row layout, `dK += dS^T Q` and `dV += P^T G`. Per pass, 32 columns of the block's rows stay
+/// in registers; each key row is loaded, takes [`QB`] fused multiply-adds per 16 columns, and
+/// is stored.
 ///
 /// # Safety
-/// The CPU must support AVX-512F; `tkp` is `tk` rounded up to 16.
+/// The CPU must support AVX-512F; `n <= tkp`, `w` holds `QB * tkp` elements, every row at
+/// least `d`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[inline]
-unsafe fn transpose_out(
-    src_t: &[f32],
-    tk: usize,
-    d: usize,
+#[allow(clippy::too_many_arguments)]
+unsafe fn block_outer_rows(
+    rows: &[&[f32]; QB],
+    w: &[f32],
     tkp: usize,
+    n: usize,
+    d: usize,
     dst: &mut [f32],
     base: usize,
-    stride: usize,
+    rs: usize,
 ) {
-    use std::arch::x86_64::*;
-    assert!(tkp >= tk && tkp.is_multiple_of(16) && src_t.len() >= d * tkp);
-    if tk > 0 && d > 0 {
-        let _ = &mut dst[base + (tk - 1) * stride..base + (tk - 1) * stride + d];
+    assert!(n <= tkp && w.len() >= QB * tkp && rows.iter().all(|r| r.len() >= d));
+    if n == 0 || d == 0 {
+        return;
     }
-    for c0 in (0..d).step_by(16) {
-        let m = lanes(c0, d);
-        for j0 in (0..tk).step_by(16) {
-            let mut r = [_mm512_setzero_ps(); 16];
-            for (l, r) in r.iter_mut().enumerate().take(d - c0) {
-                // SAFETY: row c0 + l < d, columns j0..j0 + 16 <= tkp (asserted above).
-                *r = unsafe { _mm512_loadu_ps(src_t.as_ptr().add((c0 + l) * tkp + j0)) };
-            }
-            transpose16(&mut r);
-            for (jj, r) in r.iter().enumerate().take((tk - j0).min(16)) {
-                // SAFETY: row j0 + jj < tk is inside `dst` (checked above), lanes < d.
-                unsafe {
-                    _mm512_mask_storeu_ps(
-                        dst.as_mut_ptr().add(base + (j0 + jj) * stride + c0),
-                        m,
-                        *r,
-                    )
-                };
+    let _ = &dst[base + (n - 1) * rs..base + (n - 1) * rs + d];
+    let mut dc = 0;
+    while dc < d {
+        // SAFETY: as checked above; columns below d.
+        unsafe {
+            if d - dc > 16 {
+                outer_rows_pass::<2>(rows, w, tkp, n, d, dc, dst, base, rs);
+            } else {
+                outer_rows_pass::<1>(rows, w, tkp, n, d, dc, dst, base, rs);
             }
         }
+        dc += 32;
     }
 }
 
-/// `dst_t[c, ..16 * nc] += sum_r rows[r][c] * w[r, ..16 * nc]` for `c < d` (`dst_t` `[D, Tkp]`,
-/// `w` `[QB, Tkp]`), rows `r < nq`: the key-side gradients of a query block, `dK^T += Q^T dS`
-/// and `dV^T += G^T P`.
+/// [`block_outer_rows`] on columns `dc..dc + 16 * NC` (those below `d`).
 ///
 /// # Safety
-/// The CPU must support AVX-512F; `nc * 16 <= tkp`, `dst_t` holds `d * tkp` and `w` `QB * tkp`
-/// elements, every row at least `d`.
+/// As [`block_outer_rows`], whose checks it relies on.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[inline]
-unsafe fn block_outer_acc(
+#[allow(clippy::too_many_arguments)]
+unsafe fn outer_rows_pass<const NC: usize>(
     rows: &[&[f32]; QB],
     w: &[f32],
-    nq: usize,
     tkp: usize,
-    nc: usize,
+    n: usize,
     d: usize,
-    dst_t: &mut [f32],
+    dc: usize,
+    dst: &mut [f32],
+    base: usize,
+    rs: usize,
 ) {
     use std::arch::x86_64::*;
-    assert!(
-        nc * 16 <= tkp
-            && dst_t.len() >= d * tkp
-            && w.len() >= QB * tkp
-            && rows.iter().all(|r| r.len() >= d)
-    );
-    for jc in (0..nc * 16).step_by(16) {
-        // rows past nq weigh nothing
-        let mut wv = [_mm512_setzero_ps(); QB];
-        for (r, wv) in wv.iter_mut().enumerate().take(nq) {
-            // SAFETY: r < QB, jc + 16 <= tkp: inside `w` (asserted above).
-            *wv = unsafe { _mm512_loadu_ps(w.as_ptr().add(r * tkp + jc)) };
+    let mut lane: [__mmask16; NC] = [0; NC];
+    for (c, l) in lane.iter_mut().enumerate() {
+        *l = lanes(dc + 16 * c, d);
+    }
+    let mut xr = [[_mm512_setzero_ps(); NC]; QB];
+    for (xr, row) in xr.iter_mut().zip(rows) {
+        for (c, x) in xr.iter_mut().enumerate() {
+            // SAFETY: lanes below d <= row.len() (the caller's checks).
+            *x = unsafe { _mm512_maskz_loadu_ps(lane[c], row.as_ptr().add(dc + 16 * c)) };
         }
-        for c in 0..d {
-            // SAFETY: c < d, jc + 16 <= tkp: inside `dst_t`; c < every row's length (asserted).
-            unsafe {
-                let p = dst_t.as_mut_ptr().add(c * tkp + jc);
-                let x = |r: usize| _mm512_set1_ps(*rows[r].get_unchecked(c));
-                let mut even = _mm512_loadu_ps(p);
-                let mut odd = _mm512_setzero_ps();
-                for r in (0..QB).step_by(2) {
-                    even = _mm512_fmadd_ps(x(r), wv[r], even);
-                    odd = _mm512_fmadd_ps(x(r + 1), wv[r + 1], odd);
-                }
-                _mm512_storeu_ps(p, _mm512_add_ps(even, odd));
+    }
+    let (wp, dp) = (w.as_ptr(), dst.as_mut_ptr());
+    for j in 0..n {
+        // SAFETY: key row j < n of `dst` (the caller's checks), lanes below d.
+        let p = unsafe { dp.add(base + j * rs + dc) };
+        let mut even = [_mm512_setzero_ps(); NC];
+        let mut odd = [_mm512_setzero_ps(); NC];
+        for (c, e) in even.iter_mut().enumerate() {
+            // SAFETY: as above.
+            *e = unsafe { _mm512_maskz_loadu_ps(lane[c], p.add(16 * c)) };
+        }
+        for r in (0..QB).step_by(2) {
+            // SAFETY: rows r, r + 1 < QB and j < n <= tkp: inside `w`.
+            let (w0, w1) = unsafe {
+                (
+                    _mm512_set1_ps(*wp.add(r * tkp + j)),
+                    _mm512_set1_ps(*wp.add((r + 1) * tkp + j)),
+                )
+            };
+            for c in 0..NC {
+                even[c] = _mm512_fmadd_ps(w0, xr[r][c], even[c]);
+                odd[c] = _mm512_fmadd_ps(w1, xr[r + 1][c], odd[c]);
             }
+        }
+        for c in 0..NC {
+            // SAFETY: as above.
+            unsafe {
+                _mm512_mask_storeu_ps(p.add(16 * c), lane[c], _mm512_add_ps(even[c], odd[c]))
+            };
         }
     }
 }
 
 /// The backward pass for calls of several query rows, the block form of [`attn_bwd_impl`]: per
-/// batch row and key head, keys and values transposed once (as in [`attn_fwd_avx512`]) and the
-/// key/value gradients accumulated transposed (`[D, Tkp]`, written back at the end); per query
-/// head and block of [`QB`] queries, the scores `Q K^T` and `dP = G V^T` by [`block_scores`],
-/// each row's probabilities, `dS = P (dP - rowsum(P dP)) scale`, `dQ = dS K` by
-/// [`block_weighted`], then `dK^T += Q^T dS` and `dV^T += G^T P` by [`block_outer_acc`], all up to
-/// the last key the block reaches.
+/// batch row and key head, keys and values transposed once (as in [`attn_fwd_avx512`]); per
+/// query head and block of [`QB`] queries, the scores `Q K^T` and `dP = G V^T` by
+/// [`block_scores`], each row's probabilities, `dS = P (dP - rowsum(P dP)) scale`, `dQ = dS K`
+/// by [`block_weighted`], then `dK += dS^T Q` and `dV += P^T G` straight into the gradients'
+/// rows by [`block_outer_rows`], all up to the last key the block reaches.
 ///
 /// # Safety
 /// The CPU must support AVX-512F, AVX2 and FMA.
@@ -954,7 +963,6 @@ unsafe fn attn_bwd_avx512(
     let mut dk = vec![0f32; b * tk * kvh * d];
     let mut dv = vec![0f32; b * tk * kvh * d];
     let (mut kt, mut vt) = (vec![0f32; d * tkp], vec![0f32; d * tkp]);
-    let (mut dkt, mut dvt) = (vec![0f32; d * tkp], vec![0f32; d * tkp]);
     let (mut sc, mut dp) = (vec![0f32; QB * tkp], vec![0f32; QB * tkp]);
     let mut pm = PaddedMask::new(t, tkp);
     for bi in 0..b {
@@ -966,8 +974,6 @@ unsafe fn attn_bwd_avx512(
                 transpose_in(k, kbase, tk, d, tkp, &mut kt);
                 transpose_in(v, vbase, tk, d, tkp, &mut vt);
             }
-            dkt.fill(0.0);
-            dvt.fill(0.0);
             for hi in kh * group..(kh + 1) * group {
                 let mut i0 = 0;
                 while i0 < t {
@@ -1014,21 +1020,21 @@ unsafe fn attn_bwd_avx512(
                             }
                         }
                     }
+                    if nq < QB {
+                        // rows past the block's weigh nothing in the key-side sums
+                        sc[nq * tkp..].fill(0.0);
+                        dp[nq * tkp..].fill(0.0);
+                    }
                     let (n, o) = (pm.keys(i0, nq), ((bi * t + i0) * h + hi) * d);
+                    let (kvb, rs) = ((bi * tk * kvh + kh) * d, kvh * d);
                     // SAFETY: AVX-512F; n <= nc * 16 <= tkp, buffers sized as documented.
                     unsafe {
                         block_weighted::<QB>(&dp, tkp, nq, n, k, kbase, d, &mut dq, o, h * d);
-                        block_outer_acc(&qr, &dp, nq, tkp, nc, d, &mut dkt);
-                        block_outer_acc(&gr, &sc, nq, tkp, nc, d, &mut dvt);
+                        block_outer_rows(&qr, &dp, tkp, n, d, &mut dk, kvb, rs);
+                        block_outer_rows(&gr, &sc, tkp, n, d, &mut dv, kvb, rs);
                     }
                     i0 += nq;
                 }
-            }
-            let base = (bi * tk * kvh + kh) * d;
-            // SAFETY: AVX-512F; rows (bi, j, kh) of the contiguous [B, Tk, KVH, D] gradients.
-            unsafe {
-                transpose_out(&dkt, tk, d, tkp, &mut dk, base, kvh * d);
-                transpose_out(&dvt, tk, d, tkp, &mut dv, base, kvh * d);
             }
         }
     }
@@ -1786,7 +1792,7 @@ mod avx512_tests {
     }
 
     #[test]
-    fn tile_transposes_round_trip_every_shape() {
+    fn tile_transposes_copy_every_shape() {
         if !avx512() {
             return;
         }
@@ -1806,13 +1812,6 @@ mod avx512_tests {
                     let want = if j < tk { src[7 + j * stride + c] } else { 0.0 };
                     assert_eq!(t[c * tkp + j], want, "tk {tk} d {d}: ({c}, {j})");
                 }
-            }
-            let mut back = vec![-1f32; cap * stride + 7];
-            // SAFETY: as above.
-            unsafe { transpose_out(&t, tk, d, tkp, &mut back, 7, stride) };
-            for (i, (&x, &y)) in back.iter().zip(&src).enumerate() {
-                let inside = i >= 7 && (i - 7) / stride < tk && (i - 7) % stride < d;
-                assert_eq!(x, if inside { y } else { -1.0 }, "tk {tk} d {d}: {i}");
             }
         }
     }
