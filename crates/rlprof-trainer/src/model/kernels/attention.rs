@@ -239,22 +239,26 @@ fn attn_fwd_avx2(q: View, k: View, v: View, mask: &HostMask, a: AttnDims, scale:
 /// From this many query rows per call, the forward and backward passes run the AVX-512 block
 /// kernels ([`attn_fwd_avx512`], [`attn_bwd_avx512`]): their transposed copy of each head's keys
 /// is then read by at least this many queries.
+#[cfg(target_arch = "x86_64")]
 const BLOCKED_MIN_T: usize = 4;
 
 /// Query rows the block kernels score together (their score accumulators share each load of
 /// the transposed keys).
+#[cfg(target_arch = "x86_64")]
 const QB: usize = 8;
 
 /// One batch row's mask, as the block kernels read it: each query row's mask padded to `tkp`
 /// keys with `-inf` (padding keys masked), and how far its softmax reaches (`nk`: one past its
 /// last kept key; all `tk` keys when it keeps none). Keys at or past `nk` get exactly 0, so the
 /// kernels stop there.
+#[cfg(target_arch = "x86_64")]
 struct PaddedMask {
     mp: Vec<f32>,
     nk: Vec<usize>,
     tkp: usize,
 }
 
+#[cfg(target_arch = "x86_64")]
 impl PaddedMask {
     fn new(t: usize, tkp: usize) -> PaddedMask {
         PaddedMask {
@@ -744,6 +748,7 @@ unsafe fn block_scores(
 }
 
 /// Rows `i0..i0 + nq` of head `hi` of batch row `bi`, the last repeated up to [`QB`].
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn block_rows<'a>(
     x: View<'a>,
