@@ -33,6 +33,41 @@ pub(super) fn exp_poly(x: f32) -> f32 {
     y * f32::from_bits(n.wrapping_add(127) << 23)
 }
 
+/// [`exp_poly`] on 16 lanes: the same operations in the same order (separate multiplies and
+/// adds, no fused multiply-add), so every lane equals the scalar result bit for bit.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) fn exp_poly16(x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    let c = _mm512_set1_ps;
+    // max/min return their second operand when one is NaN: a NaN `x` stays NaN, as in `clamp`
+    let x = _mm512_min_ps(c(88.7), _mm512_max_ps(c(-87.3), x));
+    let fx = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(_mm512_add_ps(
+        _mm512_mul_ps(x, c(std::f32::consts::LOG2_E)),
+        c(0.5),
+    ));
+    let r = _mm512_add_ps(
+        _mm512_sub_ps(x, _mm512_mul_ps(fx, c(0.693_359_4))),
+        _mm512_mul_ps(fx, c(2.121_944_4e-4)),
+    );
+    let z = _mm512_mul_ps(r, r);
+    let mut y = _mm512_add_ps(_mm512_mul_ps(c(1.987_569_2e-4), r), c(1.398_2e-3));
+    for k in [8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
+        y = _mm512_add_ps(_mm512_mul_ps(y, r), c(k));
+    }
+    let y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(y, z), r), c(1.0));
+    let n = _mm512_sub_epi32(
+        _mm512_castps_si512(_mm512_add_ps(fx, c(12_582_912.0))),
+        _mm512_set1_epi32(0x4B40_0000),
+    );
+    let pow = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(
+        n,
+        _mm512_set1_epi32(127),
+    )));
+    _mm512_mul_ps(y, pow)
+}
+
 /// Plain indexed loops (not `collect`, whose `from_iter` is a separate function compiled without
 /// the caller's target features, so it would not vectorise inside the AVX2 wrappers).
 #[inline(always)]
@@ -427,6 +462,33 @@ mod tests {
             assert!(exp_poly(x).is_finite() || x >= 88.7, "exp_poly({x})");
         }
         assert!(exp_poly(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn sixteen_lane_exp_equals_the_scalar_exp_bit_for_bit() {
+        #[cfg(target_arch = "x86_64")]
+        if avx512() {
+            use std::arch::x86_64::*;
+            let mut xs: Vec<f32> = (-9000..=9000).map(|i| i as f32 * 0.01 + 0.003).collect();
+            xs.extend([-1e9, -87.3, -87.31, 88.7, 88.71, 1e9, 0.0, -0.0, f32::NAN]);
+            xs.extend([f32::NEG_INFINITY, f32::INFINITY, 1e-30, -1e-30]);
+            for c in xs.chunks(16) {
+                let mut v = [0f32; 16];
+                v[..c.len()].copy_from_slice(c);
+                let mut out = [0f32; 16];
+                // SAFETY: AVX-512F checked above; both arrays hold 16 f32s.
+                unsafe {
+                    _mm512_storeu_ps(out.as_mut_ptr(), exp_poly16(_mm512_loadu_ps(v.as_ptr())))
+                };
+                for (&x, &o) in v.iter().zip(&out) {
+                    let e = exp_poly(x);
+                    assert!(
+                        o.to_bits() == e.to_bits() || (o.is_nan() && e.is_nan()),
+                        "exp({x}): {o} vs {e}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
