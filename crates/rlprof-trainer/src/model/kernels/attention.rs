@@ -1322,256 +1322,6 @@ mod tests {
     }
 }
 
-/// The AVX-512 forward as it was before the intrinsic softmax, in-register transposes and
-/// masked-key trimming: the baseline of the kernel timings (`attention_kernel_timings`).
-#[cfg(all(test, target_arch = "x86_64"))]
-#[allow(unsafe_op_in_unsafe_fn, clippy::all)]
-mod baseline {
-    use super::super::simd::exp_poly;
-    use super::{AttnDims, HostMask, MASK_SKIP, View};
-
-    /// Query rows [`attn_fwd_avx512`] scores together (their score accumulators share each load
-    /// of the transposed keys).
-    const QB: usize = 8;
-
-    /// Softmax in place of one query row's raw scores `s` (dot products, padded to a multiple of 16)
-    /// under additive mask row `m` (the same length; padding keys masked with `-inf`):
-    /// `p = exp(s * scale + m - max)` normalised over the keys the row keeps, exactly 0 on the keys
-    /// it masks (over all keys when it keeps none, as the dense softmax would): the probabilities
-    /// [`attn_probs`] gives over its kept keys. 16-lane chunks, so that it vectorises.
-    #[inline(always)]
-    fn masked_softmax16(s: &mut [f32], m: &[f32], scale: f32) {
-        const L: usize = 16;
-        let n = s.len().min(m.len()) / L * L;
-        let (s, m) = (&mut s[..n], &m[..n]);
-        let mut mx = [f32::NEG_INFINITY; L];
-        for (sc, mc) in s.chunks_exact_mut(L).zip(m.chunks_exact(L)) {
-            for l in 0..L {
-                let x = sc[l] * scale + mc[l];
-                sc[l] = x;
-                let kx = if mc[l] > MASK_SKIP {
-                    x
-                } else {
-                    f32::NEG_INFINITY
-                };
-                mx[l] = if kx > mx[l] { kx } else { mx[l] };
-            }
-        }
-        let mut top = mx.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        // a row that keeps no key: softmax over all (real) keys
-        let kept = top > f32::NEG_INFINITY;
-        if !kept {
-            top = s
-                .iter()
-                .zip(m)
-                .filter(|(_, mv)| **mv > f32::NEG_INFINITY)
-                .fold(f32::NEG_INFINITY, |a, (x, _)| a.max(*x));
-        }
-        let mut acc = [0f32; L];
-        for (sc, mc) in s.chunks_exact_mut(L).zip(m.chunks_exact(L)) {
-            for l in 0..L {
-                let e = exp_poly(sc[l] - top);
-                let on = if kept {
-                    mc[l] > MASK_SKIP
-                } else {
-                    mc[l] > f32::NEG_INFINITY
-                };
-                let e = if on { e } else { 0.0 };
-                sc[l] = e;
-                acc[l] += e;
-            }
-        }
-        let inv = 1.0 / acc.iter().sum::<f32>();
-        s.iter_mut().for_each(|p| *p *= inv);
-    }
-
-    /// The forward pass for calls of several query rows, 16 keys per AVX-512 vector: per batch row
-    /// and key head, the keys are copied transposed (`[D, Tk]`, padded to 16) once; then per query
-    /// head, blocks of [`QB`] queries take their scores from one pass over that copy (a broadcast
-    /// query element times 16 keys per fused multiply-add, no horizontal sums), the masked softmax
-    /// of each row, and the weighted sum of the value rows of the keys it keeps, 16 output lanes
-    /// per register.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F, AVX2 and FMA.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn attn_fwd_avx512(
-        q: View,
-        k: View,
-        v: View,
-        mask: &HostMask,
-        a: AttnDims,
-        scale: f32,
-    ) -> Vec<f32> {
-        let AttnDims {
-            b,
-            t,
-            tk,
-            h,
-            kvh,
-            d,
-        } = a;
-        let group = h / kvh;
-        let tkp = tk.div_ceil(16) * 16;
-        let mut out = vec![0f32; b * t * h * d];
-        let mut kt = vec![0f32; d * tkp];
-        let mut sc = vec![0f32; QB * tkp];
-        // the mask row of the current query, padded with masked keys
-        let mut mp = vec![f32::NEG_INFINITY; tkp];
-        for bi in 0..b {
-            for kh in 0..kvh {
-                transpose_rows(k, bi, kh, tk, d, tkp, &mut kt);
-                let vbase = bi * v.s[0] + kh * v.s[2];
-                for hi in kh * group..(kh + 1) * group {
-                    let mut i0 = 0;
-                    while i0 < t {
-                        let nq = (t - i0).min(QB);
-                        let qr: [&[f32]; QB] =
-                            std::array::from_fn(|r| q.row(bi, i0 + r.min(nq - 1), hi, d));
-                        // SAFETY: AVX-512F (this function's contract); sizes as documented.
-                        unsafe { block_scores(&kt, tkp, d, &qr, &mut sc) };
-                        for r in 0..nq {
-                            let i = i0 + r;
-                            mp[..tk].copy_from_slice(mask.row(bi, i));
-                            let p = &mut sc[r * tkp..(r + 1) * tkp];
-                            masked_softmax16(p, &mp, scale);
-                            let o = ((bi * t + i) * h + hi) * d;
-                            // SAFETY: AVX-512F (this function's contract); o + d <= out.len().
-                            unsafe {
-                                weighted_rows(
-                                    &p[..tk],
-                                    v.data,
-                                    vbase,
-                                    v.s[1],
-                                    d,
-                                    &mut out[o..o + d],
-                                )
-                            };
-                        }
-                        i0 += nq;
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// `dst[..d] = sum_j w[j] * row_j[..d]` over rows `j < w.len()` starting at `base + j * stride`
-    /// (elements of `src`): 16 output lanes per vector, four keys in flight (independent
-    /// accumulators, summed at the end).
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F; `dst` holds `d` elements.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    unsafe fn weighted_rows(
-        w: &[f32],
-        src: &[f32],
-        base: usize,
-        stride: usize,
-        d: usize,
-        dst: &mut [f32],
-    ) {
-        use std::arch::x86_64::*;
-        let n = w.len();
-        assert!(dst.len() >= d);
-        if n > 0 {
-            // every row read below is inside `src`
-            let _ = &src[base + (n - 1) * stride..base + (n - 1) * stride + d];
-        }
-        let sp = src.as_ptr();
-        let mut dc = 0;
-        while dc < d {
-            let lanes: __mmask16 = if dc + 16 <= d {
-                !0
-            } else {
-                ((1u32 << (d - dc)) - 1) as __mmask16
-            };
-            // SAFETY: rows j < n are inside `src` (checked above; strides non-negative); the lanes
-            // read and written stay below d.
-            unsafe {
-                let ld = |j: usize| _mm512_maskz_loadu_ps(lanes, sp.add(base + j * stride + dc));
-                let mut acc = [_mm512_setzero_ps(); 4];
-                let mut j = 0;
-                while j + 4 <= n {
-                    for (l, acc) in acc.iter_mut().enumerate() {
-                        *acc = _mm512_fmadd_ps(_mm512_set1_ps(w[j + l]), ld(j + l), *acc);
-                    }
-                    j += 4;
-                }
-                while j < n {
-                    acc[0] = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), ld(j), acc[0]);
-                    j += 1;
-                }
-                let sum =
-                    _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-                _mm512_mask_storeu_ps(dst.as_mut_ptr().add(dc), lanes, sum);
-            }
-            dc += 16;
-        }
-    }
-
-    /// Scores of [`QB`] rows `rows` against the columns of `src_t` (`[D, Tkp]`, keys or values
-    /// transposed, `Tkp` a multiple of 16) into `out` (`[QB, Tkp]`): a broadcast row element times
-    /// 16 columns per fused multiply-add.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F; `src_t` holds `d * tkp` and `out` `QB * tkp` elements, every
-    /// row at least `d`.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[inline]
-    unsafe fn block_scores(
-        src_t: &[f32],
-        tkp: usize,
-        d: usize,
-        rows: &[&[f32]; QB],
-        out: &mut [f32],
-    ) {
-        use std::arch::x86_64::*;
-        assert!(
-            src_t.len() >= d * tkp && out.len() >= QB * tkp && rows.iter().all(|r| r.len() >= d)
-        );
-        for jc in (0..tkp).step_by(16) {
-            let mut acc = [_mm512_setzero_ps(); QB];
-            for c in 0..d {
-                // SAFETY: c < d and jc + 16 <= tkp: inside `src_t` (asserted above).
-                let kv = unsafe { _mm512_loadu_ps(src_t.as_ptr().add(c * tkp + jc)) };
-                for (acc, row) in acc.iter_mut().zip(rows) {
-                    // SAFETY: c < d <= row.len() (asserted above).
-                    let x = unsafe { *row.get_unchecked(c) };
-                    *acc = _mm512_fmadd_ps(_mm512_set1_ps(x), kv, *acc);
-                }
-            }
-            for (r, acc) in acc.iter().enumerate() {
-                // SAFETY: r < QB and jc + 16 <= tkp: inside `out` (asserted above).
-                unsafe { _mm512_storeu_ps(out.as_mut_ptr().add(r * tkp + jc), *acc) };
-            }
-        }
-    }
-
-    /// `[D, Tkp]` transposed copy of rows `0..tk` of `x` at (batch row `bi`, head `kh`) into `dst`
-    /// (padding columns left as they are).
-    #[inline(always)]
-    fn transpose_rows(
-        x: View,
-        bi: usize,
-        kh: usize,
-        tk: usize,
-        d: usize,
-        tkp: usize,
-        dst: &mut [f32],
-    ) {
-        for j in 0..tk {
-            for (c, &e) in x.row(bi, j, kh, d).iter().enumerate() {
-                dst[c * tkp + j] = e;
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod blocked_tests {
     use super::*;
@@ -1833,16 +1583,15 @@ mod avx512_tests {
         ts[reps / 2]
     }
 
-    /// Medians of the kernels on the tiny benchmark's shapes (the 32-query suffix after a
-    /// 16-token prompt, and the prompt itself), old and new alternating in one run:
+    /// Medians of the AVX-512 kernels against the AVX2 row kernels on the tiny benchmark's
+    /// shapes (a decoding step, the 32-query suffix after a 16-token prompt, and the prompt
+    /// itself), alternating in one run:
     /// `cargo test -p rlprof-trainer --release --lib attention_kernel_timings -- --ignored
     /// --nocapture`.
     #[test]
     #[ignore = "a timing, run by hand"]
     fn attention_kernel_timings() {
-        if !avx512() {
-            return;
-        }
+        assert!(avx512(), "these timings are of the AVX-512 kernels");
         let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let model = cpu
             .lines()
@@ -1879,11 +1628,8 @@ mod avx512_tests {
             let (m, a) = (&c.mask, c.dims);
             let mut sink = 0f32;
             let reps = 400;
-            let (mut fo, mut fn_, mut fr, mut bo, mut bn) =
-                (vec![], vec![], vec![], vec![], vec![]);
-            // SAFETY: AVX-512F, AVX2 and FMA checked above (the same for the four below).
-            let f_old = || unsafe { baseline::attn_fwd_avx512(q, k, v, m, a, 0.2) }[0];
-            // SAFETY: as above.
+            let (mut fn_, mut fr, mut bo, mut bn) = (vec![], vec![], vec![], vec![]);
+            // SAFETY: AVX-512F, AVX2 and FMA checked above (the same for the three below).
             let f_new = || unsafe { attn_fwd_avx512(q, k, v, m, a, 0.2) }[0];
             // SAFETY: as above.
             let f_row = || unsafe { attn_fwd_avx2(q, k, v, m, a, 0.2) }[0];
@@ -1892,7 +1638,6 @@ mod avx512_tests {
             // SAFETY: as above.
             let b_new = || unsafe { attn_bwd_avx512(q, k, v, g, m, a, 0.2) }.0[0];
             for _ in 0..5 {
-                fo.push(median_us(|| sink += f_old(), reps));
                 fn_.push(median_us(|| sink += f_new(), reps));
                 fr.push(median_us(|| sink += f_row(), reps));
                 bo.push(median_us(|| sink += b_old(), reps / 4));
@@ -1902,19 +1647,12 @@ mod avx512_tests {
                 x.sort_by(f64::total_cmp);
                 x[x.len() / 2]
             };
-            let (fo, fn_, fr, bo, bn) = (
-                med(&mut fo),
-                med(&mut fn_),
-                med(&mut fr),
-                med(&mut bo),
-                med(&mut bn),
-            );
+            let (fn_, fr, bo, bn) = (med(&mut fn_), med(&mut fr), med(&mut bo), med(&mut bn));
             println!(
-                "b {b} t {t} tk {} h {h} d {d}: forward old blocked {fo:.1} us, new {fn_:.1} us \
-                 ({:.2}x), row avx2 {fr:.1} us; backward avx2 {bo:.1} us, avx512 {bn:.1} us \
-                 ({:.2}x) [{sink}]",
+                "b {b} t {t} tk {} h {h} d {d}: forward row avx2 {fr:.1} us, avx512 {fn_:.1} us \
+                 ({:.2}x); backward avx2 {bo:.1} us, avx512 {bn:.1} us ({:.2}x) [{sink}]",
                 p + t,
-                fn_ / fo,
+                fn_ / fr,
                 bn / bo
             );
         }
