@@ -1,6 +1,7 @@
 //! Step time with collection on vs off, and per phase, on the PyTorch-peer workload
-//! (`configs/bench_torch_peer.yaml`): runs alternate (off, on, off, on, ...) in one process so
-//! that machine noise hits both; medians over all steps but the first of each run.
+//! (`configs/bench_torch_peer.yaml`): runs alternate (off, on, on, off, ...) in one process so
+//! that machine noise hits both; medians over all steps but the first of each run, of the phases
+//! the config runs.
 //!
 //! `cargo bench -p rlprof-trainer --bench step_overhead -- [reps] [steps]`
 
@@ -40,8 +41,11 @@ fn run(on: bool, steps: u64, dir: &std::path::Path) -> BTreeMap<&'static str, Ve
     let summary = rlprof_trainer::run(&cfg(&doc), Profiler::new(plan), Default::default()).unwrap();
     let mut out: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for m in summary.metrics.iter().skip(1) {
+        // a phase the config does not run has no timing (bypass mode: no `old_log_prob`)
         for p in PHASES {
-            out.entry(p).or_default().push(m.timing_s[p]);
+            if let Some(t) = m.timing_s.get(p) {
+                out.entry(p).or_default().push(*t);
+            }
         }
     }
     out
@@ -64,7 +68,13 @@ fn main() {
     let mut off: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut on: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for rep in 0..reps {
-        for (flag, acc) in [(false, &mut off), (true, &mut on)] {
+        // off first on even repetitions, on first on odd ones
+        let order = if rep % 2 == 0 {
+            [(false, &mut off), (true, &mut on)]
+        } else {
+            [(true, &mut on), (false, &mut off)]
+        };
+        for (flag, acc) in order {
             let dir = tmp.path().join(format!("r{rep}_{flag}"));
             for (k, v) in run(flag, steps, &dir) {
                 acc.entry(k).or_default().extend(v);
@@ -77,8 +87,10 @@ fn main() {
         off["step"].len()
     );
     for p in PHASES {
-        let a = median(off.get_mut(p).unwrap()) * 1e3;
-        let b = median(on.get_mut(p).unwrap()) * 1e3;
+        let (Some(a), Some(b)) = (off.get_mut(p), on.get_mut(p)) else {
+            continue;
+        };
+        let (a, b) = (median(a) * 1e3, median(b) * 1e3);
         println!("{p:<12} {a:>8.1} {b:>8.1} {:>8.3}", b / a);
     }
 }
