@@ -464,10 +464,13 @@ mod tests {
         assert!(exp_poly(f32::NAN).is_nan());
     }
 
+    /// Run by name by `.ci/parts/80-avx512.sh` where the CPU has AVX-512F.
     #[test]
+    #[cfg(target_arch = "x86_64")]
+    #[ignore = "needs a CPU with AVX-512F"]
     fn sixteen_lane_exp_equals_the_scalar_exp_bit_for_bit() {
-        #[cfg(target_arch = "x86_64")]
-        if avx512() {
+        assert!(avx512(), "this CPU has no AVX-512F");
+        {
             use std::arch::x86_64::*;
             let mut xs: Vec<f32> = (-9000..=9000).map(|i| i as f32 * 0.01 + 0.003).collect();
             xs.extend([-1e9, -87.3, -87.31, 88.7, 88.71, 1e9, 0.0, -0.0, f32::NAN]);
@@ -527,10 +530,13 @@ mod tests {
         }
     }
 
+    /// Run by name by `.ci/parts/80-avx512.sh` where the CPU has AVX2 and FMA.
     #[test]
+    #[cfg(target_arch = "x86_64")]
+    #[ignore = "needs a CPU with AVX2 and FMA"]
     fn avx2_dot_matches_the_portable_dot() {
-        #[cfg(target_arch = "x86_64")]
-        if avx2_fma() {
+        assert!(avx2_fma(), "this CPU has no AVX2 + FMA");
+        {
             for n in [0, 3, 8, 32, 37] {
                 let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
                 let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
