@@ -2,7 +2,9 @@
 # against the portable ones; the 16-lane exp against the scalar one bit for bit and the tile
 # transposes (AVX-512F). (The default test run reaches the attention kernels of this CPU through
 # the dispatch.) Where the CPU lacks the instructions they cannot run, and this part says so.
-simd_test() { cargo test --release -p rlprof-trainer --lib -- --ignored --exact "$1"; }
+# `--workspace`: the README command's feature set, so its build is reused (`-p rlprof-trainer`
+# alone resolves features apart and rebuilt four crates, a minute).
+simd_test() { cargo test --release --workspace --lib -- --ignored --exact "$1"; }
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
   simd_test model::kernels::simd::tests::avx2_dot_matches_the_portable_dot
 else
