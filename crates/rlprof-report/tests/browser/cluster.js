@@ -32,6 +32,11 @@ const path = require('path');
   const entries = await page.$$eval('details.lazy-memory', (d) => d.length);
   if (entries < 21) errors.push('expected a lazy memory entry per rank, found ' + entries);
   await page.click('details.lazy-memory > summary');
+  // The curve is drawn by the entry's `toggle` handler, which the browser dispatches as a task
+  // after the click: wait for it (up to 5 s; none at all is reported below), then count.
+  await page.waitForFunction(
+    () => document.querySelectorAll('details.lazy-memory canvas.mem-curve').length > 0,
+    null, { timeout: 5000 }).catch(() => {});
   const after = await page.$$eval('details.lazy-memory canvas.mem-curve', (c) => c.length);
   if (after !== 1) errors.push('opening an entry drew ' + after + ' curves, not 1');
   await ctx.close();
